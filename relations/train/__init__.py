@@ -1,0 +1,1 @@
+"""The shared trainer package; run it with `python -m relations.train --config ... --workdir ...`."""

@@ -1,0 +1,42 @@
+"""Orbax checkpoints of the train state, restored onto the current mesh's shardings.
+
+A checkpoint holds `state` ({"params", "opt", "step"}) and `meta` (JSON: the step and the input
+pipeline position). The input pipeline is a pure function of (seed, step), so its position is the
+step itself; it is stored explicitly so a restore can check that the data order matches.
+Saves are atomic (orbax writes `<step>.orbax-checkpoint-tmp` and renames), so a run killed mid-save
+resumes from the previous complete step.
+"""
+
+from __future__ import annotations
+
+import os
+
+import jax
+import orbax.checkpoint as ocp
+
+
+def make_manager(workdir: str, *, keep: int, async_save: bool = True) -> ocp.CheckpointManager:
+  return ocp.CheckpointManager(
+      os.path.join(os.path.abspath(workdir), "checkpoints"),
+      options=ocp.CheckpointManagerOptions(
+          max_to_keep=keep, enable_async_checkpointing=async_save,
+          cleanup_tmp_directories=True, create=True),
+      item_names=("state", "meta"))
+
+
+def save(manager: ocp.CheckpointManager, step: int, state, meta: dict, *, force=False) -> None:
+  manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
+                                             meta=ocp.args.JsonSave(meta)), force=force)
+
+
+def restore(manager: ocp.CheckpointManager, step: int, abstract_state):
+  """Restores (state, meta) at `step` onto the shardings carried by `abstract_state`."""
+  restored = manager.restore(step, args=ocp.args.Composite(
+      state=ocp.args.StandardRestore(abstract_state), meta=ocp.args.JsonRestore()))
+  return restored["state"], restored["meta"]
+
+
+def abstract_of(state_shapes, shardings):
+  """ShapeDtypeStructs that carry the target shardings (orbax restores into them)."""
+  return jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh),
+                      state_shapes, shardings)

@@ -1,0 +1,322 @@
+"""The one trainer: mesh -> data -> model -> shard -> step -> checkpoint -> evals -> loop.
+
+Every task goes through `train(config, workdir)`; the task is chosen by `config.task`, a module
+(`relations.tasks.<name>` or a dotted path) that provides the model, data source, preprocessing,
+init and loss (see docs/CONTRACT.md). Evaluators are looked up by `config.evals.<name>.type`.
+
+State is a plain dict {"params", "opt", "step"}. Init is shape-first: `jax.eval_shape` gives the
+state's shapes, the partition rules give its shardings, and `jax.jit(init, out_shardings=...)`
+materialises it already sharded. The train step is one jitted, donated function with explicit
+shardings; its RNG is `fold_in(key(seed), step)`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import os
+import signal
+import time
+from typing import Any
+
+from absl import logging
+import flax
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+
+from relations.train import checkpoint as ckpt_lib
+from relations.train import input_pipeline
+from relations.train import optim
+from relations.train import sharding
+
+
+def import_by_name(kind: str, name: str):
+  """`relations.<kind>.<name>`, or `name` itself when it is a dotted module path."""
+  candidates = [name] if "." in name else []
+  candidates.append(f"relations.{kind}.{name}")
+  errors = []
+  for mod in candidates:
+    try:
+      return importlib.import_module(mod)
+    except ModuleNotFoundError as e:
+      if e.name is None or not mod.startswith(e.name):
+        raise  # The module exists but one of its imports is missing: surface that.
+      errors.append(mod)
+  raise ValueError(f"No {kind} module named {name!r} (tried {errors})")
+
+
+class NonFiniteLossError(FloatingPointError):
+  """Raised when a logged metric is NaN/Inf; the last checkpoint is left untouched."""
+
+
+@dataclasses.dataclass
+class TrainResult:
+  state: dict
+  step: int
+  preempted: bool
+  steps_per_sec: float
+  eval_metrics: dict
+
+
+class _Preemption:
+  """Turns SIGTERM into a flag the loop checks after each step (then saves and exits)."""
+
+  def __init__(self):
+    self.requested = False
+    self._old = None
+
+  def __enter__(self):
+    try:
+      self._old = signal.signal(signal.SIGTERM, self._handler)
+    except ValueError:  # not in the main thread (e.g. inside some test runners)
+      self._old = None
+    return self
+
+  def _handler(self, signum, frame):  # pylint: disable=unused-argument
+    logging.warning("SIGTERM received: saving a checkpoint after this step and exiting.")
+    self.requested = True
+
+  def __exit__(self, *exc):
+    if self._old is not None:
+      signal.signal(signal.SIGTERM, self._old)
+
+
+def _make_writer(workdir: str):
+  from clu import metric_writers  # pylint: disable=g-import-not-at-top  (imports TF: ~8 s)
+  return metric_writers.create_default_writer(
+      workdir, just_logging=jax.process_index() > 0, asynchronous=True)
+
+
+def _flat_hparams(config: ml_collections.ConfigDict) -> dict[str, Any]:
+  flat = {}
+  def walk(d, prefix):
+    for k, v in d.items():
+      if isinstance(v, (dict, ml_collections.ConfigDict)):
+        walk(v, f"{prefix}{k}.")
+      elif isinstance(v, (int, float, str, bool)):
+        flat[f"{prefix}{k}"] = v
+      else:
+        flat[f"{prefix}{k}"] = str(v)
+  walk(config.to_dict(), "")
+  return flat
+
+
+def make_train_step(model, task, config, tx, schedule, state_sh, batch_sh, repl):
+  """The jitted, donated train step (state, batch) -> (state, metrics)."""
+  base_rng = jax.random.key(int(config.seed))
+  accum = int(config.get("grad_accum_steps", 1))
+
+  def loss_and_grads(params, batch, rng):
+    def loss_fn(p):
+      return task.loss_fn(model, p, batch, rng, config)
+    return jax.value_and_grad(loss_fn, has_aux=True)(params)
+
+  def step_fn(state, batch):
+    step = state["step"]
+    rng = jax.random.fold_in(base_rng, step)
+    params = state["params"]
+    if accum == 1:
+      (loss, aux), grads = loss_and_grads(params, batch, rng)
+    else:
+      micro = jax.tree.map(lambda x: x.reshape(accum, -1, *x.shape[1:]), batch)
+      def body(carry, xs):
+        i, mb = xs
+        (l, a), g = loss_and_grads(params, mb, jax.random.fold_in(rng, i))
+        g_sum, l_sum, a_sum = carry
+        return (jax.tree.map(jnp.add, g_sum, g), l_sum + l,
+                jax.tree.map(jnp.add, a_sum, a)), None
+      zeros_g = jax.tree.map(jnp.zeros_like, params)
+      aux_shape = jax.eval_shape(lambda: loss_and_grads(
+          params, jax.tree.map(lambda x: x[0], micro), rng)[0][1])
+      zeros_a = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), aux_shape)
+      (grads, loss, aux), _ = jax.lax.scan(
+          body, (zeros_g, jnp.zeros((), jnp.float32), zeros_a), (jnp.arange(accum), micro))
+      grads = jax.tree.map(lambda g: g / accum, grads)
+      loss = loss / accum
+      aux = jax.tree.map(lambda a: a / accum, aux)
+    updates, opt = tx.update(grads, state["opt"], params)
+    params = optax.apply_updates(params, updates)
+    metrics = {"loss": loss, **aux, "grad_norm": optax.global_norm(grads),
+               "learning_rate": schedule(step)}
+    return {"params": params, "opt": opt, "step": step + 1}, metrics
+
+  return jax.jit(step_fn, in_shardings=(state_sh, batch_sh), out_shardings=(state_sh, repl),
+                 donate_argnums=(0,))
+
+
+def _check_finite(metrics: dict[str, float], step: int) -> None:
+  for k, v in metrics.items():
+    if not np.all(np.isfinite(v)):
+      raise NonFiniteLossError(
+          f"Non-finite metric {k!r} = {v} at step {step}; stopping. The last checkpoint "
+          "(before this step) is intact; lower the learning rate or check the input.")
+
+
+def build_evaluators(model, config, workdir):
+  evals = {}
+  for name, cfg in (config.get("evals") or {}).items():
+    module = import_by_name("evaluators", cfg.type)
+    evals[name] = module.Evaluator(model=model, config=config, eval_config=cfg,
+                                   workdir=os.path.join(workdir, "eval", name))
+  return evals
+
+
+def setup(config, workdir: str | None = None):
+  """Mesh, task, model, data, optimizer and sharded abstract state (no params materialised).
+
+  Returns a dict with keys mesh, task, model, stream, tx, schedule, init_fn, state_shapes,
+  state_sh, batch_sh, repl.
+  """
+  mesh = sharding.make_mesh(config.mesh)
+  task = import_by_name("tasks", config.task)
+  model = task.make_model(config)
+  source = task.make_train_source(config)
+  stream = input_pipeline.TrainStream(
+      source, lambda ex, rng: task.preprocess_train(ex, rng, config),
+      int(config.input.batch_size), int(config.seed),
+      num_threads=int(config.input.get("num_threads", 2)))
+  tx, schedule = optim.make_optimizer(config)
+
+  # Shapes of one global batch, from one preprocessed example.
+  example = task.preprocess_train(source[0], np.random.default_rng(0), config)
+  global_bs = int(config.input.batch_size)
+  batch_shapes = {k: jax.ShapeDtypeStruct((global_bs, *np.shape(v)), np.asarray(v).dtype)
+                  for k, v in example.items()}
+  init_batch = {k: np.zeros((min(global_bs, 2), *np.shape(v)), np.asarray(v).dtype)
+                for k, v in example.items()}
+
+  def init_fn(rng):
+    params = task.init_params(model, init_batch, rng)
+    params = flax.core.unfreeze(params)
+    return {"params": params, "opt": tx.init(params), "step": jnp.zeros((), jnp.int32)}
+
+  state_shapes = jax.eval_shape(init_fn, jax.random.key(int(config.seed)))
+  rules = [tuple(r) for r in config.get("partition_rules", [(".*", "fsdp")])]
+  state_sh = sharding.infer_shardings(state_shapes, rules, mesh,
+                                      int(config.get("fsdp_min_size", 2**12)))
+  batch_sh = {k: sharding.batch_sharding(mesh) for k in batch_shapes}
+  return dict(mesh=mesh, task=task, model=model, stream=stream, tx=tx, schedule=schedule,
+              init_fn=init_fn, state_shapes=state_shapes, state_sh=state_sh, batch_sh=batch_sh,
+              repl=sharding.replicated(mesh))
+
+
+def train(config: ml_collections.ConfigDict, workdir: str) -> TrainResult:
+  """Trains `config` in `workdir`, resuming from its latest checkpoint if there is one."""
+  workdir = os.path.abspath(workdir)
+  os.makedirs(workdir, exist_ok=True)
+  jax.config.update("jax_threefry_partitionable", True)
+  is_lead = jax.process_index() == 0
+
+  # ---------------------------------------------------------------- Set up logging
+  writer = _make_writer(workdir)
+  if is_lead:
+    tmp = os.path.join(workdir, "config.json.tmp")
+    with open(tmp, "w") as f:
+      f.write(config.to_json_best_effort(indent=2))
+    os.replace(tmp, os.path.join(workdir, "config.json"))
+
+  # ---------------------------------------------------------------- Mesh, data, model, optimizer
+  s = setup(config, workdir)
+  mesh, model, task, stream = s["mesh"], s["model"], s["task"], s["stream"]
+  total_steps = int(config.total_steps)
+
+  # ---------------------------------------------------------------- Checkpoint or init
+  mngr = ckpt_lib.make_manager(workdir, keep=int(config.get("keep_checkpoints", 2)),
+                               async_save=bool(config.get("async_checkpoints", True)))
+  latest = mngr.latest_step()
+  with mesh:
+    if latest is not None:
+      abstract = ckpt_lib.abstract_of(s["state_shapes"], s["state_sh"])
+      state, meta = ckpt_lib.restore(mngr, latest, abstract)
+      if int(meta.get("data_seed", config.seed)) != int(config.seed):
+        raise ValueError(f"{workdir}: checkpoint was written with seed {meta['data_seed']} but the "
+                         f"config has seed {config.seed}; use a new workdir")
+      start = int(meta["step"])
+      logging.info("Resumed from %s at step %d", workdir, start)
+    else:
+      init = jax.jit(s["init_fn"], out_shardings=s["state_sh"])
+      state = init(jax.random.key(int(config.seed)))
+      start = 0
+      if is_lead:
+        writer.write_hparams(_flat_hparams(config))
+
+  step_fn = make_train_step(model, task, config, s["tx"], s["schedule"], s["state_sh"],
+                            s["batch_sh"], s["repl"])
+  evaluators = build_evaluators(model, config, workdir)
+
+  # ---------------------------------------------------------------- Train loop
+  from clu import periodic_actions  # pylint: disable=g-import-not-at-top
+  progress = periodic_actions.ReportProgress(num_train_steps=total_steps, writer=writer,
+                                             every_steps=int(config.get("log_every", 10)))
+  log_every = int(config.get("log_every", 10))
+  check_every = int(config.get("check_finite_every", 1))
+  ckpt_every = int(config.get("checkpoint_every", 100))
+  meta = lambda step: {"step": step, "data_seed": int(config.seed),
+                       "data_position": step * int(config.input.batch_size)}
+  eval_metrics: dict[str, float] = {}
+  preempted = False
+  t0, timed_steps = None, 0
+  step = start
+  with _Preemption() as preemption, mesh:
+    for step, local in stream.iterate(start, total_steps):
+      batch = input_pipeline.to_global(local, mesh)
+      state, metrics = step_fn(state, batch)
+      done = step + 1
+      if t0 is None:  # exclude compilation from the throughput figure
+        jax.block_until_ready(state["step"])
+        t0, timed_steps = time.perf_counter(), 0
+      else:
+        timed_steps += 1
+      progress(done)
+      if done % check_every == 0 or done % log_every == 0 or done % ckpt_every == 0 \
+          or done == total_steps:
+        host = jax.device_get(metrics)
+        _check_finite(host, done)
+        if done % log_every == 0 or done == total_steps:
+          writer.write_scalars(done, {f"train/{k}": float(v) for k, v in host.items()})
+      for name, ev in evaluators.items():
+        every = int(config.evals[name].get("every_steps", 0))
+        if (every and done % every == 0) or done == total_steps:
+          with progress.timed(f"eval_{name}"):
+            res = ev.run(state["params"], done)
+          eval_metrics.update({f"{name}/{k}": v for k, v in res.items()})
+          writer.write_scalars(done, {f"{name}/{k}": float(v) for k, v in res.items()
+                                      if np.isscalar(v)})
+      if done % ckpt_every == 0 or done == total_steps or preemption.requested:
+        ckpt_lib.save(mngr, done, state, meta(done), force=True)
+      if preemption.requested:
+        preempted = True
+        logging.warning("Preempted: checkpoint saved at step %d", done)
+        break
+    mngr.wait_until_finished()
+  writer.flush()
+  elapsed = (time.perf_counter() - t0) if t0 is not None else 0.0
+  sps = timed_steps / elapsed if elapsed > 0 and timed_steps else float("nan")
+  final_step = int(jax.device_get(state["step"]))
+  if is_lead:
+    summary = {"final_step": final_step, "steps_per_sec": sps, "preempted": preempted,
+               **{k: float(v) for k, v in eval_metrics.items() if np.isscalar(v)}}
+    tmp = os.path.join(workdir, "train_summary.json.tmp")
+    with open(tmp, "w") as f:
+      json.dump(summary, f, indent=2)
+    os.replace(tmp, os.path.join(workdir, "train_summary.json"))
+  mngr.close()
+  return TrainResult(state=state, step=final_step, preempted=preempted, steps_per_sec=sps,
+                     eval_metrics=eval_metrics)
+
+
+def restore_params(config: ml_collections.ConfigDict, workdir: str, step: int | None = None):
+  """(model, params, step, mesh) from the latest (or given) checkpoint in `workdir`."""
+  s = setup(config, workdir)
+  mngr = ckpt_lib.make_manager(workdir, keep=int(config.get("keep_checkpoints", 2)))
+  step = mngr.latest_step() if step is None else step
+  if step is None:
+    raise FileNotFoundError(f"No checkpoint in {os.path.join(workdir, 'checkpoints')}")
+  with s["mesh"]:
+    state, _ = ckpt_lib.restore(mngr, step, ckpt_lib.abstract_of(s["state_shapes"], s["state_sh"]))
+  mngr.close()
+  return s["model"], state["params"], step, s["mesh"]
