@@ -1,0 +1,99 @@
+# Copyright 2025 The relations Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""GPT-2 decoder: cache equivalence, masking, logical names, variants."""
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from relations.models import gpt2
+
+
+def _tiny(**kw):
+  lm = gpt2.GPT2(vocab_size=97, num_layers=2, width=32, num_heads=4,
+                 max_len=64, dropout=0.0, **kw)
+  toks = jnp.asarray(np.random.default_rng(0).integers(0, 97, (2, 12)))
+  params = lm.init(jax.random.PRNGKey(0), toks)["params"]
+  return lm, params, toks
+
+
+def test_cached_prefill_and_steps_equal_full_forward():
+  lm, params, toks = _tiny()
+  full, _ = lm.apply({"params": params}, toks)
+  cache = gpt2.init_cache(lm, batch=2, max_len=20)
+  l1, out = lm.apply({"params": params}, toks[:, :7], kv_cache=cache,
+                     cache_index=0)
+  np.testing.assert_allclose(l1, full[:, :7], atol=1e-5)
+  kv = out["kv_cache"]
+  for i in range(7, 12):
+    li, out = lm.apply({"params": params}, toks[:, i:i + 1], kv_cache=kv,
+                       cache_index=i)
+    kv = out["kv_cache"]
+    np.testing.assert_allclose(li[:, 0], full[:, i], atol=1e-5)
+
+
+def test_key_mask_hides_padding_keys():
+  lm, params, toks = _tiny()
+  mask = np.ones((2, 12), bool)
+  mask[:, 3:6] = False
+  a, _ = lm.apply({"params": params}, toks, key_mask=jnp.asarray(mask))
+  changed = toks.at[:, 3:6].set(5)
+  b, _ = lm.apply({"params": params}, changed, key_mask=jnp.asarray(mask))
+  # Masked positions' tokens cannot influence later (valid) positions ...
+  np.testing.assert_allclose(a[:, 6:], b[:, 6:], atol=1e-5)
+  # ... whereas without the mask (the faithful behaviour) they do.
+  c, _ = lm.apply({"params": params}, toks)
+  d, _ = lm.apply({"params": params}, changed)
+  assert np.abs(np.asarray(c[:, 6:] - d[:, 6:])).max() > 1e-3
+
+
+def test_embeds_path_equals_token_path():
+  lm, params, toks = _tiny()
+  emb = lm.apply({"params": params}, toks, method=gpt2.GPT2.embed)
+  a, _ = lm.apply({"params": params}, toks)
+  b, _ = lm.apply({"params": params}, embeds=emb)
+  np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_params_carry_logical_axis_names():
+  lm, params, _ = _tiny()
+  specs = nn.get_partition_spec(params)
+  assert tuple(specs["wte"]["embedding"]) == ("vocab", "embed")
+  assert tuple(specs["h_0"]["attn"]["query"]["kernel"]) == ("embed", "heads",
+                                                            "kv")
+  assert tuple(specs["h_1"]["attn"]["out"]["kernel"]) == ("heads", "kv",
+                                                          "embed")
+  assert tuple(specs["h_1"]["mlp"]["c_fc"]["kernel"]) == ("embed", "mlp")
+  assert tuple(specs["ln_f"]["scale"]) == ("embed",)
+
+
+def test_remat_gives_same_gradients():
+  lm, params, toks = _tiny()
+  lm_r = gpt2.GPT2(vocab_size=97, num_layers=2, width=32, num_heads=4,
+                   max_len=64, dropout=0.0, remat=True)
+  loss = lambda m: lambda p: m.apply({"params": p}, toks)[0].std()  # pylint: disable=g-long-lambda
+  g1 = jax.grad(loss(lm))(params)
+  g2 = jax.grad(loss(lm_r))(params)
+  for a, b in zip(jax.tree.leaves(g1), jax.tree.leaves(g2)):
+    np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+@pytest.mark.parametrize("variant,expected", [
+    ("small", (12, 768, 12)), ("medium", (24, 1024, 16)),
+    ("large", (36, 1280, 20))])
+def test_variants_have_gpt2_sizes(variant, expected):
+  lm = gpt2.Model(variant=variant)
+  assert (lm.num_layers, lm.width, lm.num_heads) == expected
+  shapes = jax.eval_shape(lm.init, jax.random.PRNGKey(0),
+                          jnp.zeros((1, 4), jnp.int32))["params"]
+  n = sum(np.prod(x.shape) for x in jax.tree.leaves(nn.meta.unbox(shapes)))
+  # 124M / 355M / 774M at the 50,257 vocabulary, + 60 rows for our tokens.
+  want = {"small": 124439808, "medium": 354823168, "large": 774030080}[variant]
+  assert n == want + 60 * expected[1]
+
+
+def test_unknown_variant_is_an_error():
+  with pytest.raises(ValueError, match="Unknown GPT-2 variant 'huge'"):
+    gpt2.Model(variant="huge")
