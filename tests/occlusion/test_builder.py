@@ -22,7 +22,6 @@ class RealoobBuilderTest(tfds.testing.DatasetBuilderTestCase):
   BUILDER_CONFIG_NAMES_TO_TEST = ["realoob"]
   SPLITS = {"train": 4, "test": 2}  # 3 scenes + 1 hard negative
   EXAMPLE_DIR = DUMMY
-  test_session = None  # tf.test.TestCase's deprecated helper, not a test
 
 
 class PiodBuilderTest(tfds.testing.DatasetBuilderTestCase):
@@ -30,7 +29,6 @@ class PiodBuilderTest(tfds.testing.DatasetBuilderTestCase):
   BUILDER_CONFIG_NAMES_TO_TEST = ["piod"]
   SPLITS = {"train": 3, "test": 2}
   EXAMPLE_DIR = DUMMY
-  test_session = None  # tf.test.TestCase's deprecated helper, not a test
 
 
 class BsdsOwnershipBuilderTest(tfds.testing.DatasetBuilderTestCase):
@@ -38,7 +36,6 @@ class BsdsOwnershipBuilderTest(tfds.testing.DatasetBuilderTestCase):
   BUILDER_CONFIG_NAMES_TO_TEST = ["bsds_ownership"]
   SPLITS = {"train": 3, "test": 2}
   EXAMPLE_DIR = DUMMY
-  test_session = None  # tf.test.TestCase's deprecated helper, not a test
 
 
 def _build(tmp_path, config, manual=DUMMY):
