@@ -39,9 +39,13 @@ class OcclusionFormatError(ValueError):
 
 
 def to_internal_angle(theta):
-  """Wraps radians to (-pi, pi]; float32 out, same shape."""
+  """Wraps radians to (-pi, pi]; float32 out, same shape.
+
+  Angles within 1e-6 rad above -pi map to +pi: float32(pi) is slightly above
+  pi, and re-wrapping it must give pi again (idempotent on float32).
+  """
   t = np.mod(np.asarray(theta, np.float64) + np.pi, 2 * np.pi) - np.pi
-  return np.where(t <= -np.pi, t + 2 * np.pi, t).astype(np.float32)
+  return np.where(t <= -np.pi + 1e-6, t + 2 * np.pi, t).astype(np.float32)
 
 
 def _finish(path, boundaries, theta):

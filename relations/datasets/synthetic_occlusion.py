@@ -20,13 +20,14 @@ Labels (`labels_from_surfaces`), computed from the rendered per-pixel maps
 (depth, object id and the sheet coordinate `u` of the visible point):
 
 * OB: pixels p, q that are 4-neighbours see different surfaces when they see
-  different objects or sheet points more than `_SHEET_GAP` px apart (a fold's
-  crease keeps neighbouring sheet points adjacent, so it is no OB).  The
+  different objects or sheet points farther apart than 1 + `_SHEET_GAP` px (a
+  fold's crease keeps neighbouring sheet points adjacent, so it is no OB).  The
   nearer pixel of such a pair is the OB pixel: single-pixel, occluder side.
 * Orientation (left-hand rule, image frame x right / y down): with n the sum
   of unit vectors from p to every pixel q within `_NORMAL_RADIUS` whose depth
   exceeds depth(p) by more than `_STEP_M` (the occluded side),
-  theta = atan2(n_y, n_x) - pi/2, wrapped to (-pi, pi].
+  theta = atan2(n_y, n_x) - pi/2, wrapped to (-pi, pi]; only pixels that
+  see another surface (same rule as above, scaled by distance) count.
 * Valid: the largest depth step from p to a differing 4-neighbour is at least
   `_STEP_M` metres and n is not degenerate.  Touching objects (gap < 5 cm)
   therefore give OBs with invalid orientation.
@@ -44,11 +45,12 @@ import sys
 import cv2
 import numpy as np
 
+from relations.datasets import occlusion_formats
 from relations.datasets import realoob_io
 
 BORDER = 2  # annotations within 2 px of the border are excluded
 _STEP_M = 0.05  # depth step (m) for a valid orientation
-_SHEET_GAP = 2.0  # px; larger jumps in sheet coordinate = different surface
+_SHEET_GAP = 1.5  # px; sheet jumps beyond the pixel distance + this = OB
 _NORMAL_RADIUS = 3  # px; neighbourhood for the orientation normal
 _BG_DEPTH = (7.0, 9.0)  # metres
 
@@ -77,10 +79,18 @@ def _shift(a, dy, dx, fill):
   return out
 
 
-def wrap_angle(theta):
-  """Wraps radians to (-pi, pi] (float64 in, same shape out)."""
-  t = np.mod(np.asarray(theta, np.float64) + np.pi, 2 * np.pi) - np.pi
-  return np.where(t <= -np.pi, t + 2 * np.pi, t)
+wrap_angle = occlusion_formats.to_internal_angle
+
+
+def _other_surface(obj, u, dy, dx, dist):
+  """Whether the pixel at offset (dy, dx) (image distance `dist`) sees another
+  surface: another object, or sheet points farther apart than the pixels are
+  (+ _SHEET_GAP); folding is an isometry, so a continuous sheet keeps them
+  equal.  False outside the image."""
+  o_q = _shift(obj, dy, dx, -1)
+  u_q = np.stack([_shift(u[..., c], dy, dx, np.nan) for c in range(2)], -1)
+  gap = np.sqrt(((u - u_q) ** 2).sum(-1))
+  return (o_q >= 0) & ((o_q != obj) | ~(gap <= dist + _SHEET_GAP))
 
 
 def labels_from_surfaces(depth, obj, u, border=BORDER):
@@ -104,10 +114,7 @@ def labels_from_surfaces(depth, obj, u, border=BORDER):
   for dy, dx in ((0, 1), (1, 0), (0, -1), (-1, 0)):
     d_q = _shift(depth, dy, dx, np.nan)
     o_q = _shift(obj, dy, dx, -1)
-    u_q = np.stack([_shift(u[..., c], dy, dx, np.nan) for c in range(2)], -1)
-    inside = o_q >= 0
-    gap = np.sqrt(((u - u_q) ** 2).sum(-1))
-    change = inside & ((o_q != obj) | ~(gap <= _SHEET_GAP))
+    change = (o_q >= 0) & _other_surface(obj, u, dy, dx, 1.0)
     # The nearer pixel carries the OB; exact ties go to the lower object id
     # (a rule that does not depend on the direction, so flips commute).
     nearer = (depth < d_q) | ((depth == d_q) & (obj < o_q))
@@ -117,9 +124,10 @@ def labels_from_surfaces(depth, obj, u, border=BORDER):
                         max_step)
   n = np.zeros((h, w, 2))
   for dy, dx in zip(*_disk_offsets(_NORMAL_RADIUS)):
-    d_q = _shift(depth, dy, dx, np.nan)
-    behind = d_q > depth + _STEP_M
     norm = np.hypot(dx, dy)
+    d_q = _shift(depth, dy, dx, np.nan)
+    # Only other surfaces count: a slanted flap's own farther pixels must not.
+    behind = (d_q > depth + _STEP_M) & _other_surface(obj, u, dy, dx, norm)
     n[..., 0] += behind * (dx / norm)
     n[..., 1] += behind * (dy / norm)
   theta = wrap_angle(np.arctan2(n[..., 1], n[..., 0]) - np.pi / 2)
