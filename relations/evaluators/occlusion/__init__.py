@@ -1,0 +1,9 @@
+# Copyright 2025 The relations Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Oriented occlusion-boundary evaluation without MATLAB.
+
+Modules: `nms` (edge_nms, crispness), `thin` (bwmorph thin), `matching`
+(exact min-cost maximum matching), `image_eval` (per-image counts),
+`aggregate` (ODS/OIS/AP), `api` (evaluate_arrays / evaluate_dir), `plots`,
+`depth_orientation` and `depth_probes` (RealOOB §4.3), `synthetic`.
+"""
