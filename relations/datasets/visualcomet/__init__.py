@@ -1,0 +1,1 @@
+"""VisualCOMET TFDS builder (`visualcomet`) and its file readers."""
