@@ -1,0 +1,1 @@
+"""VidOR TFDS builder (registered as `vidor`); see vidor_dataset_builder."""

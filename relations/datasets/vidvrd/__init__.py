@@ -1,0 +1,1 @@
+"""ImageNet-VidVRD TFDS builder (registered as `vidvrd`); see vidvrd_dataset_builder."""
