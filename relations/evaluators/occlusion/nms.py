@@ -72,80 +72,140 @@ def nms_orientation(edge, dtype=np.float32):
   return np.mod(o, dtype(np.pi)).astype(dtype)
 
 
-def _make_nms_kernel(ftype):
-  """Builds the `edgesNmsMex` kernel with all float arithmetic in `ftype`."""
-  F = ftype  # pylint: disable=invalid-name
+# Two copies of the `edgesNmsMex` kernel: every float operation is cast to
+# the working precision explicitly (float32 = the MEX, float64 = pyEdgeEval).
+# They are spelled out twice because numba cannot cache closures.
 
-  @numba.njit(cache=True, nogil=True)
-  def interp(img, h, w, x, y):
-    # The clamp compares against a double (w - 1.001) and stores back in F,
-    # exactly as the C++ does.
-    xd = np.float64(x)
-    yd = np.float64(y)
-    if xd < 0:
-      x = F(0.0)
-    elif xd > w - 1.001:
-      x = F(w - 1.001)
-    if yd < 0:
-      y = F(0.0)
-    elif yd > h - 1.001:
-      y = F(h - 1.001)
-    x0 = int(x)
-    y0 = int(y)
-    x1 = x0 + 1
-    y1 = y0 + 1
-    dx0 = F(x - F(x0))
-    dy0 = F(y - F(y0))
-    dx1 = F(F(1.0) - dx0)
-    dy1 = F(F(1.0) - dy0)
-    a = F(F(img[y0, x0] * dx1) * dy1)
-    b = F(F(img[y0, x1] * dx0) * dy1)
-    c = F(F(img[y1, x0] * dx1) * dy0)
-    d = F(F(img[y1, x1] * dx0) * dy0)
-    return F(F(F(a + b) + c) + d)
+@numba.njit(cache=True, nogil=True)
+def _interp32(img, h, w, x, y):
+  # The clamp compares against a double (w - 1.001) and stores back in F,
+  # exactly as the C++ does.
+  xd = np.float64(x)
+  yd = np.float64(y)
+  if xd < 0:
+    x = np.float32(0.0)
+  elif xd > w - 1.001:
+    x = np.float32(w - 1.001)
+  if yd < 0:
+    y = np.float32(0.0)
+  elif yd > h - 1.001:
+    y = np.float32(h - 1.001)
+  x0 = int(x)
+  y0 = int(y)
+  x1 = x0 + 1
+  y1 = y0 + 1
+  dx0 = np.float32(x - np.float32(x0))
+  dy0 = np.float32(y - np.float32(y0))
+  dx1 = np.float32(np.float32(1.0) - dx0)
+  dy1 = np.float32(np.float32(1.0) - dy0)
+  a = np.float32(np.float32(img[y0, x0] * dx1) * dy1)
+  b = np.float32(np.float32(img[y0, x1] * dx0) * dy1)
+  c = np.float32(np.float32(img[y1, x0] * dx1) * dy0)
+  d = np.float32(np.float32(img[y1, x1] * dx0) * dy0)
+  return np.float32(np.float32(np.float32(a + b) + c) + d)
 
-  @numba.njit(cache=True, nogil=True)
-  def kernel(edge, ori, r, s, m):
-    h, w = edge.shape
-    out = np.zeros((h, w), edge.dtype)
-    for y in range(h):
-      for x in range(w):
-        e = edge[y, x]
-        out[y, x] = e
-        if e == 0:
+@numba.njit(cache=True, nogil=True)
+def _kernel32(edge, ori, r, s, m):
+  h, w = edge.shape
+  out = np.zeros((h, w), edge.dtype)
+  for y in range(h):
+    for x in range(w):
+      e = edge[y, x]
+      out[y, x] = e
+      if e == 0:
+        continue
+      e = np.float32(e * m)
+      co = np.float32(np.cos(ori[y, x]))
+      so = np.float32(np.sin(ori[y, x]))
+      for d in range(-r, r + 1):
+        if d == 0:
           continue
-        e = F(e * m)
-        co = F(np.cos(ori[y, x]))
-        so = F(np.sin(ori[y, x]))
-        for d in range(-r, r + 1):
-          if d == 0:
-            continue
-          e0 = interp(edge, h, w, F(F(x) + F(F(d) * co)),
-                      F(F(y) + F(F(d) * so)))
-          if e < e0:
-            out[y, x] = 0
-            break
-    if s > w // 2:
-      s = w // 2
-    if s > h // 2:
-      s = h // 2
-    for x in range(s):
-      f = F(F(x) / F(s))
-      for y in range(h):
-        out[y, x] = F(out[y, x] * f)
-        out[y, w - 1 - x] = F(out[y, w - 1 - x] * f)
-    for y in range(s):
-      f = F(F(y) / F(s))
-      for x in range(w):
-        out[y, x] = F(out[y, x] * f)
-        out[h - 1 - y, x] = F(out[h - 1 - y, x] * f)
-    return out
-
-  return kernel
+        e0 = _interp32(edge, h, w, np.float32(np.float32(x) + np.float32(np.float32(d) * co)),
+                    np.float32(np.float32(y) + np.float32(np.float32(d) * so)))
+        if e < e0:
+          out[y, x] = 0
+          break
+  if s > w // 2:
+    s = w // 2
+  if s > h // 2:
+    s = h // 2
+  for x in range(s):
+    f = np.float32(np.float32(x) / np.float32(s))
+    for y in range(h):
+      out[y, x] = np.float32(out[y, x] * f)
+      out[y, w - 1 - x] = np.float32(out[y, w - 1 - x] * f)
+  for y in range(s):
+    f = np.float32(np.float32(y) / np.float32(s))
+    for x in range(w):
+      out[y, x] = np.float32(out[y, x] * f)
+      out[h - 1 - y, x] = np.float32(out[h - 1 - y, x] * f)
+  return out
 
 
-_NMS32 = _make_nms_kernel(np.float32)
-_NMS64 = _make_nms_kernel(np.float64)
+@numba.njit(cache=True, nogil=True)
+def _interp64(img, h, w, x, y):
+  # The clamp compares against a double (w - 1.001) and stores back in F,
+  # exactly as the C++ does.
+  xd = np.float64(x)
+  yd = np.float64(y)
+  if xd < 0:
+    x = np.float64(0.0)
+  elif xd > w - 1.001:
+    x = np.float64(w - 1.001)
+  if yd < 0:
+    y = np.float64(0.0)
+  elif yd > h - 1.001:
+    y = np.float64(h - 1.001)
+  x0 = int(x)
+  y0 = int(y)
+  x1 = x0 + 1
+  y1 = y0 + 1
+  dx0 = np.float64(x - np.float64(x0))
+  dy0 = np.float64(y - np.float64(y0))
+  dx1 = np.float64(np.float64(1.0) - dx0)
+  dy1 = np.float64(np.float64(1.0) - dy0)
+  a = np.float64(np.float64(img[y0, x0] * dx1) * dy1)
+  b = np.float64(np.float64(img[y0, x1] * dx0) * dy1)
+  c = np.float64(np.float64(img[y1, x0] * dx1) * dy0)
+  d = np.float64(np.float64(img[y1, x1] * dx0) * dy0)
+  return np.float64(np.float64(np.float64(a + b) + c) + d)
+
+@numba.njit(cache=True, nogil=True)
+def _kernel64(edge, ori, r, s, m):
+  h, w = edge.shape
+  out = np.zeros((h, w), edge.dtype)
+  for y in range(h):
+    for x in range(w):
+      e = edge[y, x]
+      out[y, x] = e
+      if e == 0:
+        continue
+      e = np.float64(e * m)
+      co = np.float64(np.cos(ori[y, x]))
+      so = np.float64(np.sin(ori[y, x]))
+      for d in range(-r, r + 1):
+        if d == 0:
+          continue
+        e0 = _interp64(edge, h, w, np.float64(np.float64(x) + np.float64(np.float64(d) * co)),
+                    np.float64(np.float64(y) + np.float64(np.float64(d) * so)))
+        if e < e0:
+          out[y, x] = 0
+          break
+  if s > w // 2:
+    s = w // 2
+  if s > h // 2:
+    s = h // 2
+  for x in range(s):
+    f = np.float64(np.float64(x) / np.float64(s))
+    for y in range(h):
+      out[y, x] = np.float64(out[y, x] * f)
+      out[y, w - 1 - x] = np.float64(out[y, w - 1 - x] * f)
+  for y in range(s):
+    f = np.float64(np.float64(y) / np.float64(s))
+    for x in range(w):
+      out[y, x] = np.float64(out[y, x] * f)
+      out[h - 1 - y, x] = np.float64(out[h - 1 - y, x] * f)
+  return out
 
 
 def edges_nms(edge, ori, r=1, s=5, m=1.01, dtype=np.float32):
@@ -173,9 +233,9 @@ def edges_nms(edge, ori, r=1, s=5, m=1.01, dtype=np.float32):
     raise ValueError(f"edge {edge.shape} and ori {ori.shape} must be equal 2-D")
   m32 = np.float32(m)
   if dtype == np.float32:
-    return _NMS32(edge, ori, int(r), int(s), m32)
+    return _kernel32(edge, ori, int(r), int(s), m32)
   if dtype == np.float64:
-    return _NMS64(edge, ori, int(r), int(s), np.float64(m32))
+    return _kernel64(edge, ori, int(r), int(s), np.float64(m32))
   raise ValueError(f"dtype must be float32 or float64, got {dtype}")
 
 

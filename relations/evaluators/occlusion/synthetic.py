@@ -125,10 +125,11 @@ def make_prediction(rng, gt, quality=0.8, flip_fraction=0.15, noise=0.15):
   """
   bnd = gt["boundaries"]
   h, w = bnd.shape
-  keep = bnd & (cv2.GaussianBlur(rng.random((h, w)).astype(np.float32),
-                                 (0, 0), 6.0) < np.quantile(
-                                     rng.random(1000), 1.0) * 0 + 0.5 +
-                (quality - 0.5) * 0.35 / 0.5)
+  # Drop whole stretches of boundary (a smooth random field below its
+  # `quality` quantile keeps the pixel), as a detector misses segments.
+  field = cv2.GaussianBlur(rng.random((h, w)).astype(np.float32), (0, 0), 6.0)
+  cut = np.quantile(field[bnd], quality) if bnd.any() else 0.0
+  keep = bnd & (field <= cut)
   shift = np.float32([[1, 0, rng.integers(-1, 2)], [0, 1, rng.integers(-1, 2)]])
   src = cv2.warpAffine(keep.astype(np.float32), shift, (w, h))
   blur = cv2.GaussianBlur(src, (0, 0), 1.5)

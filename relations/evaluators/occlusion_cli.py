@@ -1,0 +1,109 @@
+# Copyright 2025 The relations Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""`python -m relations.evaluate occlusion --gt DIR --pred DIR [...]`.
+
+Reads the RealOOB layout (relations/datasets/realoob_io.py), prints the
+paper's Table 3 columns (B-ODS B-OIS B-AP AC O-ODS O-OIS O-AP), writes JSON
+with those keys (fractions) plus all curves, and draws the PR curves to PNG.
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+from relations.datasets import realoob_io
+from relations.evaluators.occlusion import api
+from relations.evaluators.occlusion import plots
+
+TABLE_COLUMNS = ("B-ODS", "B-OIS", "B-AP", "AC", "O-ODS", "O-OIS", "O-AP")
+
+
+def format_table(summary, name="prediction"):
+  """Table 3 layout: one header row, one row of 3-decimal fractions."""
+  head = f"{'method':<20}" + "".join(f"{c:>8}" for c in TABLE_COLUMNS)
+  row = f"{name[:20]:<20}" + "".join(f"{summary[c]:>8.3f}"
+                                     for c in TABLE_COLUMNS)
+  return head + "\n" + row
+
+
+def _write_json(path, obj):
+  directory = os.path.dirname(os.path.abspath(path))
+  os.makedirs(directory, exist_ok=True)
+  fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".json", dir=directory)
+  with os.fdopen(fd, "w") as f:
+    json.dump(obj, f, indent=1)
+  os.replace(tmp, path)
+
+
+def build_parser():
+  p = argparse.ArgumentParser(
+      prog="python -m relations.evaluate occlusion",
+      description="Oriented occlusion-boundary evaluation (B-/O- ODS, OIS, "
+      "AP and AC) without MATLAB.")
+  p.add_argument("--gt", required=True, help="GT root (RealOOB layout)")
+  p.add_argument("--pred", required=True, help="prediction root")
+  p.add_argument("--protocol", default="doob", choices=("doob", "seval"),
+                 help="doob: edge_nms once (default); seval: thin per "
+                 "threshold, no NMS")
+  p.add_argument("--valid-only", dest="valid_only", action="store_true",
+                 default=True, help="O-metrics on valid-orientation GT "
+                 "(valid_poc; default)")
+  p.add_argument("--all-orientations", dest="valid_only",
+                 action="store_false", help="O-metrics by doobscripts _poc "
+                 "on every GT pixel (ignore valid/)")
+  p.add_argument("--border", type=int, default=2,
+                 help="border exclusion in pixels (RealOOB: 2)")
+  p.add_argument("--split", default=None, help="read ids from splits/X.txt")
+  p.add_argument("--nthresh", type=int, default=99)
+  p.add_argument("--max-dist", type=float, default=0.0075,
+                 help="tolerance, fraction of the image diagonal")
+  p.add_argument("--no-orientation", action="store_true",
+                 help="predictions have no orientation/ (B-metrics only)")
+  p.add_argument("--output", default=None, help="metrics JSON path")
+  p.add_argument("--plot", default=None,
+                 help="PR-curve PNG (default: next to --output)")
+  p.add_argument("--name", default=None, help="method name for the table")
+  p.add_argument("--workers", type=int, default=None)
+  return p
+
+
+def main(argv=None):
+  args = build_parser().parse_args(argv)
+  t0 = time.time()
+  try:
+    summary = api.evaluate_dir(
+        args.gt, args.pred, protocol=args.protocol,
+        valid_only=args.valid_only, border=args.border, split=args.split,
+        nthresh=args.nthresh, max_dist=args.max_dist,
+        with_orientation=not args.no_orientation, num_workers=args.workers)
+  except realoob_io.RealOOBFormatError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  name = args.name or os.path.basename(os.path.normpath(args.pred))
+  print(format_table(summary, name))
+  print(f"({summary['num_images']} images, protocol={args.protocol}, "
+        f"O-curve={summary['o_curve']}, border={args.border}px, "
+        f"{time.time() - t0:.1f}s)")
+  result = {k: summary[k] for k in api.HEADLINE}
+  result.update(
+      protocol=args.protocol, o_curve=summary["o_curve"],
+      border=args.border, max_dist=args.max_dist,
+      num_images=summary["num_images"], ids=summary["ids"],
+      thresholds=summary["thresholds"], curves=summary["curves"])
+  plot = args.plot
+  if args.output:
+    _write_json(args.output, result)
+    print(f"wrote {args.output}")
+    if plot is None:
+      plot = os.path.splitext(args.output)[0] + "_pr.png"
+  if plot:
+    plots.plot_pr_curves(summary, plot, title=name)
+    print(f"wrote {plot}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main(sys.argv[1:]))
