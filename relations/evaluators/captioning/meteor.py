@@ -1,0 +1,143 @@
+"""Corpus METEOR 1.5 equal to pycocoevalcap 1.2 ``Meteor()``, in parallel.
+
+pycocoevalcap starts one ``java -jar -Xmx2G meteor-1.5.jar - - -stdio -l en
+-norm`` process, sends one ``SCORE ||| ref_1 ||| ... ||| ref_k ||| hyp`` line
+per item and reads back a line of sufficient statistics, then sends
+``EVAL ||| stats_1 ||| ... ||| stats_N`` and reads N sentence scores and the
+corpus score (METEOR aggregates the statistics; it is not a mean of sentence
+scores).
+
+The statistics of an item depend only on its SCORE line, so we:
+* build exactly the same SCORE lines, send each distinct line once,
+* split them over several METEOR processes (one per core), streaming the
+  lines instead of one blocking round trip per line,
+* send the identical EVAL line (all N statistics, duplicates included, in
+  item order) to one of the processes.
+The corpus score is therefore the jar's own answer to the same EVAL line.
+
+Most of METEOR's start-up time (several seconds per process) is reading the
+60 MB paraphrase table; see ``paraphrase.py`` for the optional exact filter.
+"""
+
+import os
+import subprocess
+import threading
+from typing import Sequence
+
+from relations.evaluators.captioning import java as java_lib
+
+_METEOR_ARGS = ("-", "-", "-stdio", "-l", "en", "-norm")
+
+
+def score_line(hyp: str, refs: Sequence[str]) -> str:
+  """The SCORE line pycocoevalcap's ``Meteor._stat`` writes (no newline)."""
+  hyp = hyp.replace("|||", "").replace("  ", " ")
+  return " ||| ".join(("SCORE", " ||| ".join(refs), hyp))
+
+
+class _Worker:
+  """One METEOR process in -stdio mode."""
+
+  def __init__(self, java: str, jar: str, paraphrase_file: str | None):
+    cmd = [java, "-jar", "-Xmx2G", jar, *_METEOR_ARGS]
+    if paraphrase_file is not None:
+      cmd += ["-a", paraphrase_file]
+    self.proc = subprocess.Popen(
+        cmd, cwd=os.path.dirname(jar), stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+  def query(self, lines: Sequence[str], n_out: int) -> list[str]:
+    """Writes `lines` (streamed by a thread) and reads `n_out` answers."""
+    error = []
+
+    def write():
+      try:
+        for start in range(0, len(lines), 512):
+          chunk = "".join(l + "\n" for l in lines[start:start + 512])
+          self.proc.stdin.write(chunk.encode())
+        self.proc.stdin.flush()
+      except (BrokenPipeError, OSError) as e:  # Reported below.
+        error.append(e)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    out = []
+    for _ in range(n_out):
+      line = self.proc.stdout.readline()
+      if not line:
+        raise RuntimeError(
+            "METEOR process ended early: "
+            + self.proc.stderr.read().decode()[-2000:] + repr(error))
+      out.append(line.decode().strip())
+    writer.join()
+    return out
+
+  def close(self):
+    try:
+      self.proc.stdin.close()
+    except OSError:
+      pass
+    self.proc.kill()
+    self.proc.wait()
+
+
+def corpus_meteor(hyps: Sequence[str], refs: Sequence[Sequence[str]],
+                  workers: int | None = None,
+                  paraphrase_file: str | None = None) -> float:
+  """Corpus METEOR as pycocoevalcap ``Meteor().compute_score`` returns it.
+
+  Args:
+    hyps: one tokenised hypothesis per item.
+    refs: per item, a non-empty list of tokenised references.
+    workers: METEOR processes to run (default: one per CPU core, fewer for
+      small inputs since each process needs a few seconds to start).
+    paraphrase_file: alternative paraphrase table (``-a``); None = the jar's
+      default ``data/paraphrase-en.gz``.
+
+  Returns:
+    The corpus METEOR score (float in [0, 1]).
+
+  Raises:
+    java.JavaNotFoundError: no `java` on PATH.
+  """
+  if len(hyps) != len(refs):
+    raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} reference lists")
+  if not hyps:
+    raise ValueError("no items to score")
+  java = java_lib.java_executable(f"METEOR 1.5 ({len(hyps)} hypotheses)")
+  jar = java_lib.meteor_jar()
+  lines = [score_line(h, r) for h, r in zip(hyps, refs)]
+  unique = list(dict.fromkeys(lines))
+  if workers is None:
+    workers = max(1, min(os.cpu_count() or 1, len(unique) // 1000))
+  workers = max(1, min(workers, len(unique)))
+  procs = [_Worker(java, jar, paraphrase_file) for _ in range(workers)]
+  try:
+    # Contiguous chunks of roughly equal total length.
+    bounds = [round(i * len(unique) / workers) for i in range(workers + 1)]
+    chunks = [unique[bounds[i]:bounds[i + 1]] for i in range(workers)]
+    results = [None] * workers
+    failures = []
+
+    def run(i):
+      try:
+        results[i] = procs[i].query(chunks[i], len(chunks[i]))
+      except Exception as e:  # pylint: disable=broad-except
+        failures.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(workers)]
+    for t in threads:
+      t.start()
+    for t in threads:
+      t.join()
+    if failures:
+      raise failures[0]
+    stats = {}
+    for chunk, res in zip(chunks, results):
+      stats.update(zip(chunk, res))
+    eval_line = "EVAL" + "".join(" ||| " + stats[l] for l in lines)
+    answer = procs[0].query([eval_line], len(lines) + 1)
+    return float(answer[-1])
+  finally:
+    for p in procs:
+      p.close()
