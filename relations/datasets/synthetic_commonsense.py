@@ -98,8 +98,24 @@ FEATURE_DIM = 2048
 
 # ----------------------------------------------------------------- drawing
 def _draw_person(draw: ImageDraw.ImageDraw, cx: float, foot: float,
-                 h: float, colour: str, obj: str, pose: str) -> list[float]:
-  """Draws one person; returns the tight box [x1, y1, x2, y2]."""
+                 h: float, colour: str, obj: str, pose: str,
+                 part: str) -> list[float]:
+  """Draws the body or the held object of one person.
+
+  Args:
+    draw: the canvas.
+    cx, foot, h: centre x, foot y and standing height in pixels.
+    colour, obj, pose: the attributes.
+    part: 'body' or 'object'. All bodies are drawn before all objects so
+      that a neighbour never hides a held object (it must stay visible).
+
+  Returns:
+    The person's tight box [x1, y1, x2, y2] (body and object).
+  """
+  body = part == 'body'
+  noop = lambda *a, **k: None  # pylint: disable=unnecessary-lambda-assignment
+  d_rect, d_ellipse, d_line = ((draw.rectangle, draw.ellipse, draw.line)
+                               if body else (noop, noop, noop))
   w = 0.36 * h
   head_r = 0.11 * h
   if pose == 'sitting':
@@ -108,15 +124,15 @@ def _draw_person(draw: ImageDraw.ImageDraw, cx: float, foot: float,
   xs, ys = [], []
 
   def rect(x1, y1, x2, y2, fill):
-    draw.rectangle([x1, y1, x2, y2], fill=fill)
+    d_rect([x1, y1, x2, y2], fill=fill)
     xs.extend([x1, x2]), ys.extend([y1, y2])
 
   def line(x1, y1, x2, y2, width):
-    draw.line([x1, y1, x2, y2], fill=SKIN, width=width)
+    d_line([x1, y1, x2, y2], fill=SKIN, width=width)
     xs.extend([x1 - width / 2, x2 + width / 2])
     ys.extend([y1 - width / 2, y2 + width / 2])
 
-  draw.ellipse([cx - head_r, top, cx + head_r, top + 2 * head_r], fill=SKIN)
+  d_ellipse([cx - head_r, top, cx + head_r, top + 2 * head_r], fill=SKIN)
   xs.extend([cx - head_r, cx + head_r]), ys.extend([top, top + 2 * head_r])
   t_top, t_bot = top + 2 * head_r, top + 2 * head_r + 0.4 * h
   rect(cx - w / 2, t_top, cx + w / 2, t_bot, COLOURS[colour])
@@ -136,8 +152,10 @@ def _draw_person(draw: ImageDraw.ImageDraw, cx: float, foot: float,
     line(cx - w / 2, t_top + 2, cx - w * 0.75, t_bot, arm)
     line(cx + w / 2, t_top + 2, cx + w * 0.75, t_bot, arm)
     hx, hy = cx + w * 0.75, t_bot
-  s = max(4.0, 0.12 * h)  # held object size
+  s = max(5.0, 0.18 * h)  # held object size: big enough to see
   fill = OBJECT_DRAW[obj]
+  if body:
+    draw = ImageDraw.Draw(Image.new('RGB', (1, 1)))  # object drawn later
   if obj == 'ball':
     box = [hx - s / 2, hy - s, hx + s / 2 + 1, hy]
     draw.ellipse(box, fill=fill)
@@ -213,7 +231,7 @@ def _make_image(rng: np.random.Generator, size: int) -> dict[str, Any]:
   img = Image.new('RGB', (size, size))
   draw = ImageDraw.Draw(img)
   _draw_background(draw, size, place)
-  people = []
+  people, geometry = [], []
   slot = size / n_people
   for k in range(n_people):
     attrs = dict(colour=list(COLOURS)[rng.integers(4)],
@@ -222,9 +240,12 @@ def _make_image(rng: np.random.Generator, size: int) -> dict[str, Any]:
     h = size * rng.uniform(0.5, 0.6)
     cx = slot * (k + 0.5) + rng.uniform(-0.08, 0.08) * slot
     foot = size * rng.uniform(0.9, 0.97)
-    box = _draw_person(draw, cx, foot, h, attrs['colour'], attrs['object'],
-                       attrs['pose'])
-    people.append(dict(name='person', box=box, **attrs))
+    geometry.append((cx, foot, h, attrs['colour'], attrs['object'],
+                     attrs['pose']))
+    people.append(dict(name='person', **attrs))
+  for part in ('body', 'object'):
+    for person, geo in zip(people, geometry):
+      person['box'] = _draw_person(draw, *geo, part=part)
   objects = []
   for k in range(n_objects):
     name = ('tv', 'clock')[rng.integers(2)]
@@ -314,12 +335,12 @@ def generate(out: str, seed: int = 0, train_images: int = 120,
   try:
     proj = np.random.default_rng([seed, 99]).standard_normal(
         (8 * 8 * 3, FEATURE_DIM)).astype(np.float32) / np.sqrt(192.)
-    truth, annots, event_truth = {}, {}, {}
+    truth, annots, event_truth, probe = {}, {}, {}, {}
     splits = (('train', train_images), ('val', val_images),
               ('test', test_images))
     for split_idx, (split, n_img) in enumerate(splits):
       rng = np.random.default_rng([seed, split_idx])
-      records, event_truth[split] = [], []
+      records, event_truth[split], probe[split] = [], [], []
       for i in range(n_img):
         movie = f'synth_movie_{split_idx}{i // 10:03d}'
         stem = f'synth_{split}_{i:05d}@0'
@@ -337,6 +358,9 @@ def generate(out: str, seed: int = 0, train_images: int = 120,
           feats = _features(arr, [b[:4] for b in im['meta']['boxes']], proj)
           with open(os.path.join(tmp, 'features', stem + '.pkl'), 'wb') as f:
             pickle.dump(feats, f, protocol=2)
+          probe[split] += [(feats['object_features'][k], det)
+                           for k, det in enumerate(im['dets'])
+                           if det['name'] == 'person']
         events = _events(rng, im, blind=(split == 'test'),
                          p_no_intent=0.1)
         truth[img_fn] = dict(place=im['place'], detections=[
@@ -353,6 +377,8 @@ def generate(out: str, seed: int = 0, train_images: int = 120,
         tokenizer_lib.corpus_pieces(_texts(annots['train'])),
         os.path.join(tmp, 'tokenizer'), vocab_size=vocab_size)
     stats = corpus_statistics(annots, truth, event_truth, tok)
+    if features:
+      stats['feature_probe_accuracy'] = _probe_accuracy(probe)
     _write_json(os.path.join(tmp, 'stats.json'), stats)
     if os.path.exists(out):
       shutil.rmtree(out)
@@ -464,6 +490,29 @@ def _text_only_accuracy(annots, event_truth) -> dict[str, float]:
   return out
 
 
+def _probe_accuracy(probe) -> dict[str, float]:
+  """Linear (ridge, one-vs-all) probe on person box features: train -> val.
+
+  Shows that the attributes that select the inferences are recoverable from
+  the visual input (here the stand-in features; the pixels are the same).
+  """
+  x = np.stack([f for f, _ in probe['train']]).astype(np.float64)
+  xv = np.stack([f for f, _ in probe['val']]).astype(np.float64)
+  mu, sd = x.mean(0), x.std(0) + 1e-6
+  x, xv = (x - mu) / sd, (xv - mu) / sd
+  out = {}
+  for attr in ('colour', 'object', 'pose'):
+    y = [d[attr] for _, d in probe['train']]
+    classes = sorted(set(y))
+    t = np.array([[c == v for c in classes] for v in y], np.float64)
+    # Dual ridge: few samples, many features.
+    alpha = np.linalg.solve(x @ x.T + 10.0 * np.eye(len(x)), t)
+    pred = (xv @ x.T @ alpha).argmax(1)
+    out[attr] = float(np.mean([classes[p] == d[attr]
+                               for p, (_, d) in zip(pred, probe['val'])]))
+  return out
+
+
 def print_statistics(stats: dict) -> None:
   """Prints the statistics as a table."""
   keys = [k for k in stats['train']]
@@ -477,6 +526,11 @@ def print_statistics(stats: dict) -> None:
   acc = stats['text_only_attribute_accuracy']
   print('attribute accuracy from event+place text only (val; image gives '
         '1.00): ' + ', '.join(f'{k} {v:.2f}' for k, v in acc.items()))
+  if 'feature_probe_accuracy' in stats:
+    print('attribute accuracy from the person box features (val, ridge '
+          'probe): ' + ', '.join(
+              f'{k} {v:.2f}'
+              for k, v in stats['feature_probe_accuracy'].items()))
 
 
 def main(argv=None) -> None:
