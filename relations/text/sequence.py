@@ -314,3 +314,39 @@ def slot_person_ids(tok: tokenizer_lib.VisualCometTokenizer,
     if names[d] == 'person':
       ids[k + 1] = tok.det_id(int(d) + 1)
   return ids
+
+
+def visual_slots(tok: tokenizer_lib.VisualCometTokenizer,
+                 names: Sequence[str], boxes: np.ndarray, dets: np.ndarray,
+                 width: int, height: int,
+                 num_max_boxes: int = 15) -> dict[str, np.ndarray]:
+  """Everything the model needs for the visual slots of one example.
+
+  Slot 0 is the whole image (box [0, 0, width, height], `<|det0|>`), slots
+  1.. are `slot_dets(dets)` in order; the rest is padding. The slots go to
+  sequence positions 1..num_max_boxes (`<|b_img|>` is position 0).
+
+  Args:
+    tok: the tokenizer.
+    names: VCR `names` of all detections.
+    boxes: float [N, 4] x1, y1, x2, y2 pixels of all detections.
+    dets: the example's `dets` (official selection, not truncated).
+    width, height: image size in pixels.
+    num_max_boxes: number of slots.
+
+  Returns:
+    boxes float32 [S, 4] pixels (zeros in padding); mask bool [S];
+    person_ids int32 [S] (`slot_person_ids`); det_index int32 [S] (VCR
+    detection index, -1 for the image slot and padding); S = num_max_boxes.
+  """
+  kept = slot_dets(dets, num_max_boxes)
+  n = 1 + len(kept)
+  out_boxes = np.zeros((num_max_boxes, 4), np.float32)
+  out_boxes[0] = (0, 0, width, height)
+  if len(kept):
+    out_boxes[1:n] = np.asarray(boxes, np.float32).reshape(-1, 4)[kept]
+  det_index = np.full(num_max_boxes, -1, np.int32)
+  det_index[1:n] = kept
+  return dict(boxes=out_boxes, mask=np.arange(num_max_boxes) < n,
+              person_ids=slot_person_ids(tok, names, kept, num_max_boxes),
+              det_index=det_index)

@@ -109,3 +109,21 @@ def test_box_selection_and_person_ids(tok):
   assert len(dets) == 14
   pid = sequence.slot_person_ids(tok, many, np.arange(48, 60))
   assert pid[1] == tok.det_id(49) and pid[2] == tok.eos_id  # det50 is unk
+
+
+def test_visual_slots(tok):
+  names = ["person", "chair", "person"]
+  boxes = np.array([[1, 2, 10, 20], [3, 3, 5, 5], [20, 2, 30, 40]],
+                   np.float32)
+  v = sequence.visual_slots(tok, names, boxes, np.array([0, 1, 2]), 48, 40)
+  np.testing.assert_array_equal(v["boxes"][:4], [[0, 0, 48, 40], boxes[0],
+                                                 boxes[1], boxes[2]])
+  assert (v["boxes"][4:] == 0).all() and v["boxes"].shape == (15, 4)
+  np.testing.assert_array_equal(v["mask"], np.arange(15) < 4)
+  np.testing.assert_array_equal(v["det_index"][:5], [-1, 0, 1, 2, -1])
+  np.testing.assert_array_equal(
+      v["person_ids"][:4], [tok.det_id(0), tok.det_id(1), 0, tok.det_id(3)])
+  many = sequence.visual_slots(tok, ["person"] * 20,
+                               np.tile(boxes[:1], (20, 1)), np.arange(20),
+                               48, 40)
+  assert many["mask"].all() and many["det_index"][-1] == 13
