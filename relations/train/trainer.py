@@ -140,7 +140,7 @@ def make_train_step(model, task, config, tx, schedule, state_sh, batch_sh, repl)
       aux = jax.tree.map(lambda a: a / accum, aux)
     updates, opt = tx.update(grads, state["opt"], params)
     params = optax.apply_updates(params, updates)
-    metrics = {"loss": loss, **aux, "grad_norm": optax.global_norm(grads),
+    metrics = {"loss": loss, **aux, "grad_norm": optax.tree.norm(grads),
                "learning_rate": schedule(step)}
     return {"params": params, "opt": opt, "step": step + 1}, metrics
 
@@ -165,13 +165,17 @@ def build_evaluators(model, config, workdir):
   return evals
 
 
-def setup(config, workdir: str | None = None):
+def setup(config, devices=None):
   """Mesh, task, model, data, optimizer and sharded abstract state (no params materialised).
+
+  Args:
+    config: the run's config.
+    devices: devices for the mesh (default: all global devices).
 
   Returns a dict with keys mesh, task, model, stream, tx, schedule, init_fn, state_shapes,
   state_sh, batch_sh, repl.
   """
-  mesh = sharding.make_mesh(config.mesh)
+  mesh = sharding.make_mesh(config.mesh, devices)
   task = import_by_name("tasks", config.task)
   model = task.make_model(config)
   source = task.make_train_source(config)
@@ -204,8 +208,14 @@ def setup(config, workdir: str | None = None):
               repl=sharding.replicated(mesh))
 
 
-def train(config: ml_collections.ConfigDict, workdir: str) -> TrainResult:
-  """Trains `config` in `workdir`, resuming from its latest checkpoint if there is one."""
+def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> TrainResult:
+  """Trains `config` in `workdir`, resuming from its latest checkpoint if there is one.
+
+  Args:
+    config: a locked config (see docs/CONTRACT.md for the fields the trainer reads).
+    workdir: checkpoints, TensorBoard events, config.json and train_summary.json go here.
+    devices: devices for the mesh (default: all global devices; tests pass a subset).
+  """
   workdir = os.path.abspath(workdir)
   os.makedirs(workdir, exist_ok=True)
   jax.config.update("jax_threefry_partitionable", True)
@@ -220,7 +230,7 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> TrainResult:
     os.replace(tmp, os.path.join(workdir, "config.json"))
 
   # ---------------------------------------------------------------- Mesh, data, model, optimizer
-  s = setup(config, workdir)
+  s = setup(config, devices)
   mesh, model, task, stream = s["mesh"], s["model"], s["task"], s["stream"]
   total_steps = int(config.total_steps)
 
@@ -228,7 +238,7 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> TrainResult:
   mngr = ckpt_lib.make_manager(workdir, keep=int(config.get("keep_checkpoints", 2)),
                                async_save=bool(config.get("async_checkpoints", True)))
   latest = mngr.latest_step()
-  with mesh:
+  with jax.set_mesh(mesh):
     if latest is not None:
       abstract = ckpt_lib.abstract_of(s["state_shapes"], s["state_sh"])
       state, meta = ckpt_lib.restore(mngr, latest, abstract)
@@ -261,7 +271,7 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> TrainResult:
   preempted = False
   t0, timed_steps = None, 0
   step = start
-  with _Preemption() as preemption, mesh:
+  with _Preemption() as preemption, jax.set_mesh(mesh):
     for step, local in stream.iterate(start, total_steps):
       batch = input_pipeline.to_global(local, mesh)
       state, metrics = step_fn(state, batch)
@@ -309,14 +319,15 @@ def train(config: ml_collections.ConfigDict, workdir: str) -> TrainResult:
                      eval_metrics=eval_metrics)
 
 
-def restore_params(config: ml_collections.ConfigDict, workdir: str, step: int | None = None):
+def restore_params(config: ml_collections.ConfigDict, workdir: str, step: int | None = None,
+                   devices=None):
   """(model, params, step, mesh) from the latest (or given) checkpoint in `workdir`."""
-  s = setup(config, workdir)
+  s = setup(config, devices)
   mngr = ckpt_lib.make_manager(workdir, keep=int(config.get("keep_checkpoints", 2)))
   step = mngr.latest_step() if step is None else step
   if step is None:
     raise FileNotFoundError(f"No checkpoint in {os.path.join(workdir, 'checkpoints')}")
-  with s["mesh"]:
+  with jax.set_mesh(s["mesh"]):
     state, _ = ckpt_lib.restore(mngr, step, ckpt_lib.abstract_of(s["state_shapes"], s["state_sh"]))
   mngr.close()
   return s["model"], state["params"], step, s["mesh"]

@@ -1,0 +1,30 @@
+"""One process of the 2-process loopback test: init jax.distributed first, train, dump params."""
+
+import sys
+
+from relations.train import distributed
+
+distributed.maybe_initialize(True)  # before any other JAX call
+
+from absl import logging  # pylint: disable=g-import-not-at-top
+import jax  # pylint: disable=g-import-not-at-top
+from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+import numpy as np  # pylint: disable=g-import-not-at-top
+
+from relations.train import config_util, trainer  # pylint: disable=g-import-not-at-top
+
+
+def main(workdir, total_steps, out):
+  logging.set_verbosity(logging.INFO)
+  config = config_util.load_config("tests/toy_task.py", [
+      f"total_steps={total_steps}", "checkpoint_every=2", "mesh=[('data', -1), ('fsdp', 2)]"])
+  assert jax.process_count() == 2, jax.process_count()
+  result = trainer.train(config, workdir)
+  params = multihost_utils.process_allgather(result.state["params"], tiled=True)
+  flat = {jax.tree_util.keystr(p): np.asarray(x)
+          for p, x in jax.tree_util.tree_leaves_with_path(params)}
+  np.savez(out, step=result.step, **flat)
+
+
+if __name__ == "__main__":
+  main(sys.argv[1], int(sys.argv[2]), sys.argv[3])
