@@ -1,0 +1,105 @@
+"""Unique, Novel (official and normalised) and DIV-1/2 for VisualCOMET.
+
+Official definitions (jamespark3922/visual-comet scripts/evaluate_generation.py
+with --diversity):
+
+* ``use_same_id(s)``: s.replace("'", " '"), every whitespace token with
+  str.isdigit() becomes "1", join with spaces, strip, then " '" -> "'".
+  Person tags ("2's" -> "1's") therefore do not count as differences.
+* Unique = |set(use_same_id(p))| / |P| over the PTB-tokenised predictions P
+  that were scored (all events and relations pooled; (event, relation) pairs
+  with an empty reference list are excluded).
+* Novel (official) = mean over P of [use_same_id(p) not in T] where T is
+  {use_same_id(s)} over the RAW intent/before/after sentences of the training
+  annotations.  Predictions are PTB-tokenised (lower-case, punctuation
+  dropped) but training sentences are not, so e.g. "Arrive at the party." can
+  never match and the official Novel is inflated.
+* Novel_normalised (ours, NOT official): the same, but training sentences are
+  PTB-tokenised like the predictions first.
+
+DIV (not found in any official code; the spec recommends pinning both):
+on PTB-tokenised, use_same_id-normalised generations, distinct-n =
+(number of distinct n-grams) / (total number of n-grams).
+* ``DIV1_set`` / ``DIV2_set``: distinct-1/2 over the 5 generations of one
+  (event, relation) pair, averaged over pairs that have at least one n-gram.
+* ``DIV1_corpus`` / ``DIV2_corpus``: distinct-1/2 over all generations pooled.
+Do not compare these with published "DIV1-S/DIV2-S" numbers until the paper's
+definition is confirmed.
+"""
+
+from typing import Iterable, Sequence
+
+import numpy as np
+
+
+def use_same_id(sent: str) -> str:
+  """Official person-tag normalisation (every digit token becomes "1")."""
+  r_sent = sent.replace("'", " '")
+  r_sent = " ".join(g if not g.isdigit() else "1"
+                    for g in r_sent.split()).strip()
+  return r_sent.replace(" '", "'")
+
+
+def unique(predictions: Sequence[str]) -> float:
+  """Official Unique over tokenised predictions (pooled)."""
+  if not predictions:
+    raise ValueError("Unique needs at least one prediction")
+  normed = [use_same_id(p) for p in predictions]
+  return len(set(normed)) / len(normed)
+
+
+def novel(predictions: Sequence[str], train_sentences: Iterable[str]) -> float:
+  """Fraction of predictions whose normalised form is not a training one.
+
+  With raw training sentences this is the official Novel; pass PTB-tokenised
+  training sentences for the normalised (non-official) variant.
+  """
+  if not predictions:
+    raise ValueError("Novel needs at least one prediction")
+  train = {use_same_id(s) for s in train_sentences}
+  # np.mean of a bool list, exactly as upstream (returns np.float64).
+  return float(np.mean([use_same_id(p) not in train for p in predictions]))
+
+
+def train_sentences(train_annotations: Sequence[dict]) -> list[str]:
+  """All intent/before/after sentences of training records, in file order."""
+  out = []
+  for i, record in enumerate(train_annotations):
+    for rel in ("intent", "before", "after"):
+      if rel in record:
+        sents = record[rel]
+        if not isinstance(sents, list):
+          raise ValueError(f"training record {i}: field {rel!r} must be a "
+                           f"list of strings, got {type(sents).__name__}")
+        out.extend(sents)
+  return out
+
+
+def _ngrams(words, n):
+  return [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
+
+
+def distinct_n(sentences: Sequence[str], n: int) -> float | None:
+  """Distinct n-grams / total n-grams over `sentences`; None if no n-grams."""
+  grams = []
+  for s in sentences:
+    grams.extend(_ngrams(use_same_id(s).split(), n))
+  if not grams:
+    return None
+  return len(set(grams)) / len(grams)
+
+
+def div_scores(groups: Sequence[Sequence[str]]) -> dict[str, float]:
+  """DIV1/2 set-level (mean over groups) and corpus-level (pooled).
+
+  Args:
+    groups: per scored (event, relation) pair, its tokenised generations.
+  """
+  out = {}
+  pooled = [s for g in groups for s in g]
+  for n in (1, 2):
+    per_group = [d for d in (distinct_n(g, n) for g in groups) if d is not None]
+    out[f"DIV{n}_set"] = float(np.mean(per_group)) if per_group else 0.0
+    corpus = distinct_n(pooled, n)
+    out[f"DIV{n}_corpus"] = corpus if corpus is not None else 0.0
+  return out

@@ -1,0 +1,211 @@
+"""The official VisualCOMET generation-scoring protocol.
+
+Mirrors ``compute_metric_inference`` of jamespark3922/visual-comet
+scripts/evaluate_generation.py (spec §4.2-4.3):
+
+1. For each generation record, ``ref = annotations[event_idx][relation]``
+   (all ground-truth sentences of that event and relation).  Records whose
+   reference list is empty are skipped (before every metric, Unique and Novel
+   included).
+2. Each of the record's generations, with ``<|det`` and ``|>`` deleted, is a
+   separate hypothesis scored against all of ``ref``.
+3. References and hypotheses are PTB-tokenised (two separate tokenizer runs,
+   as upstream), then BLEU-1..4 ('closest'), METEOR 1.5 and CIDEr-D are
+   computed on the whole corpus, plus Unique/Novel and DIV.
+
+Result keys follow pycocoevalcap: ``Bleu_1``..``Bleu_4``, ``METEOR``,
+``CIDEr``, ``Unique``, ``Novel`` (fractions; CIDEr as its scorer returns it),
+plus ``Novel_normalised``, ``DIV1_set``, ``DIV2_set``, ``DIV1_corpus``,
+``DIV2_corpus``, ``num_hypotheses``, ``num_scored_pairs``,
+``num_skipped_pairs``.  If Java is missing, METEOR is None and
+``errors['METEOR']`` says why; the other metrics are still computed (PTB
+tokenisation needs Java only for captions outside its pure-Python class).
+"""
+
+import sys
+import threading
+from typing import Sequence
+
+from relations.evaluators.captioning import bleu as bleu_lib
+from relations.evaluators.captioning import cider as cider_lib
+from relations.evaluators.captioning import diversity
+from relations.evaluators.captioning import java as java_lib
+from relations.evaluators.captioning import meteor as meteor_lib
+from relations.evaluators.captioning import ptb
+
+RELATIONS = ("intent", "before", "after")
+
+
+class ProtocolError(ValueError):
+  """Malformed annotations or generations (names the record and field)."""
+
+
+def collect_items(annotations: Sequence[dict], generations: Sequence[dict],
+                  gens_name: str = "generations",
+                  annots_name: str = "annotations"):
+  """Expands generation records into (hypothesis, references) items.
+
+  Returns:
+    (items, groups, skipped) where items is a list of (hyp, refs, record
+    index, generation index) in official order, groups the list of raw
+    hypothesis lists per scored record, skipped the number of records with
+    an empty reference list.
+  """
+  if not isinstance(generations, list):
+    raise ProtocolError(f"{gens_name}: expected a JSON list of records")
+  items, groups, skipped = [], [], 0
+  for r, rec in enumerate(generations):
+    where = f"{gens_name}: record {r}"
+    if not isinstance(rec, dict):
+      raise ProtocolError(f"{where}: expected an object")
+    for field in ("event_idx", "inference_relation", "generations"):
+      if field not in rec:
+        raise ProtocolError(f"{where}: missing field {field!r}")
+    event_idx = rec["event_idx"]
+    relation = rec["inference_relation"]
+    gens = rec["generations"]
+    if not isinstance(event_idx, int) or isinstance(event_idx, bool):
+      raise ProtocolError(f"{where}: field 'event_idx' must be an integer")
+    if not 0 <= event_idx < len(annotations):
+      raise ProtocolError(
+          f"{where}: field 'event_idx'={event_idx} is outside {annots_name} "
+          f"(0..{len(annotations) - 1})")
+    if relation not in RELATIONS:
+      raise ProtocolError(f"{where}: field 'inference_relation'={relation!r} "
+                          f"is not one of {RELATIONS}")
+    if not isinstance(gens, list) or not all(isinstance(g, str) for g in gens):
+      raise ProtocolError(f"{where}: field 'generations' must be a list of "
+                          "strings")
+    annot = annotations[event_idx]
+    if not isinstance(annot, dict) or relation not in annot:
+      raise ProtocolError(
+          f"{annots_name}: record {event_idx}: missing field {relation!r} "
+          f"(needed by {gens_name} record {r}; references must contain all "
+          "three relations)")
+    refs = annot[relation]
+    if not isinstance(refs, list) or not all(isinstance(s, str) for s in refs):
+      raise ProtocolError(f"{annots_name}: record {event_idx}: field "
+                          f"{relation!r} must be a list of strings")
+    if not refs:
+      skipped += 1
+      continue
+    groups.append(gens)
+    for g, pred in enumerate(gens):
+      pred = pred.replace("<|det", "").replace("|>", "")
+      items.append((pred, tuple(refs), r, g))
+  return items, groups, skipped
+
+
+def _tokenize(items, gens_name, annots_name, generations):
+  ref_caps = [ref for _, refs, _, _ in items for ref in refs]
+  hyp_caps = [hyp for hyp, _, _, _ in items]
+  try:
+    tok_refs, tok_hyps = ptb.tokenize_many([ref_caps, hyp_caps])
+  except ptb.CaptionLineError as e:
+    if e.index >= 0 and e.index < len(ref_caps) and e.args[0] and any(
+        c in ref_caps[e.index] for c in ptb.LINE_BREAKS):
+      pos = 0
+      for _, refs, r, _ in items:
+        if e.index < pos + len(refs):
+          ev = generations[r]["event_idx"]
+          rel = generations[r]["inference_relation"]
+          raise ProtocolError(f"{annots_name}: record {ev}: field {rel!r}: "
+                              f"{e}") from e
+        pos += len(refs)
+    if 0 <= e.index < len(hyp_caps):
+      _, _, r, g = items[e.index]
+      raise ProtocolError(f"{gens_name}: record {r}: field 'generations'[{g}]"
+                          f": {e}") from e
+    raise
+  out_refs, pos = [], 0
+  for _, refs, _, _ in items:
+    out_refs.append(tuple(tok_refs[pos:pos + len(refs)]))
+    pos += len(refs)
+  return tok_hyps, out_refs
+
+
+def score_generations(annotations: Sequence[dict],
+                      generations: Sequence[dict],
+                      train_annotations: Sequence[dict] | None = None,
+                      *,
+                      meteor: bool = True,
+                      meteor_workers: int | None = None,
+                      gens_name: str = "generations",
+                      annots_name: str = "annotations") -> dict:
+  """Scores VisualCOMET generations with the official protocol.
+
+  Args:
+    annotations: the reference ``*_annots.json`` list (event records).
+    generations: the official generation output (records with
+      ``event_idx``, ``inference_relation``, ``generations``).
+    train_annotations: ``train_annots.json`` list; enables Novel.
+    meteor: compute METEOR (needs Java).
+    meteor_workers: METEOR processes (default: one per core).
+    gens_name / annots_name: names used in error messages (file names).
+
+  Returns:
+    Dict of metrics (see module docstring).
+  """
+  items, groups, skipped = collect_items(annotations, generations, gens_name,
+                                         annots_name)
+  if not items:
+    raise ProtocolError(f"{gens_name}: nothing to score (no generation has a "
+                        "non-empty reference list)")
+  hyps, refs = _tokenize(items, gens_name, annots_name, generations)
+  result = {"errors": {}}
+
+  meteor_out = {}
+
+  def run_meteor():
+    try:
+      meteor_out["score"] = meteor_lib.corpus_meteor(
+          hyps, refs, workers=meteor_workers,
+          paraphrase_file=_paraphrase_file(hyps, refs))
+    except java_lib.JavaNotFoundError as e:
+      meteor_out["error"] = str(e)
+    except Exception as e:  # pylint: disable=broad-except
+      meteor_out["exception"] = e
+
+  thread = None
+  if meteor:
+    # METEOR runs in Java processes; score the rest meanwhile.
+    thread = threading.Thread(target=run_meteor, daemon=True)
+    thread.start()
+  bleus = bleu_lib.corpus_bleu(hyps, refs)
+  for k, b in enumerate(bleus):
+    result[f"Bleu_{k + 1}"] = b
+  cider, _ = cider_lib.corpus_cider(hyps, refs)
+  result["CIDEr"] = float(cider)
+  result["Unique"] = diversity.unique(hyps)
+  if train_annotations is not None:
+    train = diversity.train_sentences(train_annotations)
+    result["Novel"] = diversity.novel(hyps, train)
+    result["Novel_normalised"] = diversity.novel(hyps, ptb.tokenize(train))
+  # Tokenised generations of each scored record, for DIV.
+  tok_groups, pos = [], 0
+  for g in groups:
+    tok_groups.append(hyps[pos:pos + len(g)])
+    pos += len(g)
+  result.update(diversity.div_scores(tok_groups))
+  if thread is not None:
+    thread.join()
+    if "exception" in meteor_out:
+      raise meteor_out["exception"]
+    if "error" in meteor_out:
+      result["METEOR"] = None
+      result["errors"]["METEOR"] = meteor_out["error"]
+      print(f"METEOR not computed: {meteor_out['error']}", file=sys.stderr)
+    else:
+      result["METEOR"] = meteor_out["score"]
+  result["num_hypotheses"] = len(hyps)
+  result["num_scored_pairs"] = len(groups)
+  result["num_skipped_pairs"] = skipped
+  if not result["errors"]:
+    del result["errors"]
+  return result
+
+
+def _paraphrase_file(hyps, refs):
+  """Hook for an exact filtered paraphrase table (None = jar default)."""
+  del hyps, refs
+  return None
