@@ -115,7 +115,7 @@ def tag_numbers(person2name: dict[str, str]) -> list[int]:
 
 
 def encode_finetune_record(record: dict, event_idx: int) -> list[dict]:
-  """Training expansion of one event record (official `_encode_finetune_records`).
+  """Training expansion of one record (official `_encode_finetune_records`).
 
   Args:
     record: one annotation record (with `event`, and optionally `intent`,

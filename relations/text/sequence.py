@@ -6,7 +6,7 @@ Reproduces `dataloaders/vcg.py` (`vcg_record_to_tokens`,
 `_combine_and_pad_tokens`, `_create_partial_labels`, the `--no_text` masking
 and the box selection of `get_dets_to_use`) of jamespark3922/visual-comet.
 
-With the defaults (15 visual slots, max_event 39, max_place 22, max_seq_len 128):
+With the defaults (15 visual slots, max_event 39, max_place 22, length 128):
 
   position  0        `<|b_img|>`
             1..15    visual slots (`<|endoftext|>` ids; the model overwrites
@@ -224,7 +224,7 @@ def encode(tok: tokenizer_lib.VisualCometTokenizer, event_name: str,
 
   Args:
     tok: the tokenizer.
-    event_name: person-tag-mapped event (`person_tags.map_numbers_to_det_tokens`).
+    event_name: tag-mapped event (`person_tags.map_numbers_to_det_tokens`).
     place: place text.
     relation: 'intent' | 'before' | 'after'.
     inference_text_name: mapped inference text, or None for a generation

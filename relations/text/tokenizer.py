@@ -126,7 +126,8 @@ class VisualCometTokenizer:
                        'contains some of them?)')
     self.vocab_size = self.base_vocab_size + len(SPECIAL_TOKENS)
     self.eos_id = self.pad_id = tok.token_to_id(EOS)
-    self.b_img_id, self.e_img_id = self.token_to_id(B_IMG), self.token_to_id(E_IMG)
+    self.b_img_id = self.token_to_id(B_IMG)
+    self.e_img_id = self.token_to_id(E_IMG)
     self.b_ev_id, self.e_ev_id = self.token_to_id(B_EV), self.token_to_id(E_EV)
     self.b_pl_id, self.e_pl_id = self.token_to_id(B_PL), self.token_to_id(E_PL)
     self.e_in_id = self.token_to_id(E_IN)
@@ -172,7 +173,7 @@ class VisualCometTokenizer:
 
   @classmethod
   def from_dir(cls, path: str):
-    """Loads `path/vocab.json` + `path/merges.txt`, else `path/tokenizer.json`."""
+    """Loads `path/{vocab.json,merges.txt}`, else `path/tokenizer.json`."""
     vocab, merges = os.path.join(path, 'vocab.json'), os.path.join(path,
                                                                    'merges.txt')
     if os.path.exists(vocab) and os.path.exists(merges):
@@ -195,14 +196,14 @@ class VisualCometTokenizer:
     return self._tok.id_to_token(int(i))
 
   def det_id(self, n: int) -> int:
-    """Id of `<|detN|>`; like the official tokenizer, the eos/unk id if N >= 50."""
+    """Id of `<|detN|>`; the eos/unk id if N >= 50 (as the official code)."""
     if 0 <= n < person_tags.NUM_DET_TOKENS:
       return self.token_to_id(person_tags.det_token(n))
     return self.eos_id
 
   # ------------------------------------------------------------ encoding
   def split_on_special(self, text: str) -> list[str]:
-    """2.4.1 splitting: special tokens kept, other pieces stripped, empties dropped."""
+    """2.4.1 split: special tokens kept, other pieces stripped, empties gone."""
     out = []
     for piece in self._split_re.split(text):
       if piece in self._split_tokens:
@@ -353,7 +354,7 @@ def train_bpe(pieces: Iterable[str], out_dir: str, vocab_size: int = 1000,
 
 
 def corpus_pieces(texts: Iterable[str]) -> list[str]:
-  """Splits texts on the special tokens as `tokenize` does (BPE training input)."""
+  """Splits texts on the special tokens as `tokenize` does (BPE input)."""
   split_re = re.compile('|'.join(re.escape(t) for t in sorted(
       (EOS,) + SPECIAL_TOKENS, key=len, reverse=True)))
   out = []
