@@ -1,0 +1,49 @@
+"""`python -m relations.predict --config configs/x.py:arg --workdir W [--eval NAME] [--step N]`.
+
+Restores the latest (or given) checkpoint of a training run and runs its registered evaluators
+(`config.evals.<NAME>`), which write predictions in the official format for their split under
+`W/eval/<NAME>/` and score them. Without `--eval` every configured evaluator runs.
+"""
+
+import json
+import os
+import sys
+
+from relations.train import cli
+from relations.train import distributed
+
+
+def main(argv=None) -> int:
+  def extra(p):
+    p.add_argument("--eval", action="append", default=None, help="evaluator name (repeatable)")
+    p.add_argument("--step", type=int, default=None, help="checkpoint step (default: latest)")
+  args, overrides = cli.parse(sys.argv[1:] if argv is None else argv,
+                              "Write predictions and metrics from a trained checkpoint.", extra)
+  distributed.maybe_initialize(args.distributed)
+  import jax  # pylint: disable=g-import-not-at-top
+  from relations.train import config_util, trainer  # pylint: disable=g-import-not-at-top
+  config = config_util.load_config(args.config, overrides)
+  names = args.eval or list((config.get("evals") or {}).keys())
+  unknown = [n for n in names if n not in (config.get("evals") or {})]
+  if unknown:
+    print(f"unknown evaluator(s) {unknown}; the config has {sorted(config.evals)}",
+          file=sys.stderr)
+    return 2
+  model, params, step, mesh = trainer.restore_params(config, args.workdir, args.step)
+  evaluators = trainer.build_evaluators(model, config, args.workdir)
+  results = {}
+  with jax.set_mesh(mesh):
+    for name in names:
+      res = evaluators[name].run(params, step)
+      results[name] = {k: float(v) for k, v in res.items()}
+      print(f"[{name}] step {step}: " + ", ".join(f"{k}={float(v):.4f}" for k, v in res.items()))
+  if jax.process_index() == 0:
+    out = os.path.join(args.workdir, f"predict_step{step}.json")
+    with open(out + ".tmp", "w") as f:
+      json.dump(results, f, indent=2)
+    os.replace(out + ".tmp", out)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
