@@ -1,0 +1,56 @@
+"""Build a dataset from its official release files: TFDS `download_and_prepare` with a manual dir.
+
+  python -m relations.datasets.prepare vidor/fps2_short224 --manual_dir ~/vidor --data_dir ~/tfds
+  python -m relations.datasets.prepare occlusion_boundaries/realoob --manual_dir ~/RealOOB \
+      --data_dir gs://bucket/tensorflow_datasets
+
+The `tfds build` CLI needs apache-beam, which this project does not install; this does the same
+for our builders, offline. `--list` prints the datasets and their builder configs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+DATASETS = ("occlusion_boundaries", "vidor", "vidvrd", "visualcomet")
+
+
+def builder_class(name: str):
+  if name not in DATASETS:
+    raise ValueError(f"unknown dataset {name!r}; choose one of {DATASETS}")
+  module = importlib.import_module(f"relations.datasets.{name}.{name}_dataset_builder")
+  return module.Builder
+
+
+def main(argv=None) -> int:
+  p = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+  p.add_argument("dataset", nargs="?", help="NAME or NAME/CONFIG")
+  p.add_argument("--manual_dir", help="directory with the official release files")
+  p.add_argument("--data_dir", help="TFDS data directory to write to")
+  p.add_argument("--file_format", default="array_record", choices=["array_record", "tfrecord",
+                                                                   "parquet"])
+  p.add_argument("--list", action="store_true", help="list datasets and builder configs")
+  args = p.parse_args(argv)
+  if args.list or not args.dataset:
+    for name in DATASETS:
+      cls = builder_class(name)
+      configs = [c.name for c in (cls.BUILDER_CONFIGS or [])]
+      print(f"{name}: {', '.join(configs) if configs else '(no configs)'}")
+    return 0 if args.list else 2
+  if not args.manual_dir or not args.data_dir:
+    p.error("--manual_dir and --data_dir are required")
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  name, _, config = args.dataset.partition("/")
+  builder = builder_class(name)(config=config or None, data_dir=args.data_dir,
+                                file_format=args.file_format)
+  builder.download_and_prepare(
+      download_config=tfds.download.DownloadConfig(manual_dir=args.manual_dir))
+  print(f"prepared {builder.info.full_name} in {args.data_dir}: "
+        + ", ".join(f"{k}={v.num_examples}" for k, v in builder.info.splits.items()))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
