@@ -1,0 +1,187 @@
+# Copyright 2025 The relations Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Speed of our VidVRD evaluator vs the official one, on a VidOR-val-sized case.
+
+  python bench/vrd_eval.py --official /tmp/ref/xdshang \
+      [--official-vru20 /tmp/ref/next] [--videos 832] [--seed 0]
+
+The case (deterministic from --seed), sized like VidOR validation:
+  - 832 videos of 300-1000 frames (1920x1080), 3-7 objects each moving with
+    smooth random motion (integer boxes, like the annotations);
+  - 20-52 GT relation instances per video (~36 on average, as VidOR val's
+    30,142 / 832), triplets drawn from a few predicates per video, durations
+    15-1000 frames (log-uniform, clipped to the objects' overlap);
+  - 200 predictions per video with float boxes (as a model writes them): half
+    are detections of a GT instance (its triplet 80% of the time, duration
+    and boxes perturbed), half random pairs of the video's objects with a
+    random predicate of the video (many share a GT triplet but are placed
+    elsewhere in time: the expensive case for the scorer).
+Both evaluators get the same in-memory dicts (the official `evaluate()`
+arguments; JSON parsing is excluded from both). Ours is timed cold (first
+call, including jit compilation) and warm (second call). The official output
+lines must equal ours to the last digit; the script prints both times and
+the ratios, and exits non-zero on a mismatch.
+"""
+
+import argparse
+import math
+import os
+import random
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vrd_official  # pylint: disable=g-import-not-at-top
+from relations.datasets import vrd_categories
+from relations.evaluators.vrd import scoring
+
+WIDTH, HEIGHT = 1920, 1080
+CATEGORIES = ("adult", "child", "baby", "dog", "cat", "ball/sports_ball",
+              "car", "bicycle", "chair", "table", "toy", "horse")
+PREDICATES = vrd_categories.VIDOR_PREDICATES
+
+
+def _track(rng, length):
+  """Per-frame integer boxes of one object moving smoothly over the video."""
+  w = rng.randint(40, 600)
+  h = rng.randint(40, 600)
+  x = rng.uniform(0, WIDTH - w)
+  y = rng.uniform(0, HEIGHT - h)
+  vx, vy = rng.uniform(-3, 3), rng.uniform(-3, 3)
+  boxes = []
+  for _ in range(length):
+    vx = max(-6., min(6., vx + rng.gauss(0, 0.3)))
+    vy = max(-6., min(6., vy + rng.gauss(0, 0.3)))
+    x = min(max(0., x + vx), WIDTH - w)
+    y = min(max(0., y + vy), HEIGHT - h)
+    boxes.append([int(x), int(y), int(x) + w, int(y) + h])
+  return boxes
+
+
+def _noisy(rng, boxes, sigma):
+  """Float copy of a track, as a detector/tracker would report it."""
+  dx, dy = rng.gauss(0, sigma), rng.gauss(0, sigma)
+  return [[b[0] + dx + rng.gauss(0, 2), b[1] + dy + rng.gauss(0, 2),
+           b[2] + dx + rng.gauss(0, 2), b[3] + dy + rng.gauss(0, 2)]
+          for b in boxes]
+
+
+def _span(rng, lo, hi):
+  """A duration inside [lo, hi): log-uniform length in [15, 1000]."""
+  avail = hi - lo
+  n = int(math.exp(rng.uniform(math.log(15), math.log(1000))))
+  n = max(1, min(n, avail))
+  s = rng.randint(lo, hi - n)
+  return s, s + n
+
+
+def build_case(num_videos=832, preds_per_video=200, seed=0):
+  """Returns (groundtruth, prediction) dicts in the official formats."""
+  rng = random.Random(seed)
+  gt, pred = {}, {}
+  for v in range(num_videos):
+    vid = str(2400000000 + v * 7919)
+    length = rng.randint(300, 1000)
+    nobj = rng.randint(3, 7)
+    cats = [rng.choice(CATEGORIES) for _ in range(nobj)]
+    tracks = [_track(rng, length) for _ in range(nobj)]
+    noisy = [_noisy(rng, t, 6.0) for t in tracks]
+    video_preds = rng.sample(PREDICATES[:12], 4) + rng.sample(PREDICATES, 2)
+    rels = []
+    for _ in range(rng.randint(20, 52)):
+      a, b = rng.sample(range(nobj), 2)
+      s, e = _span(rng, 0, length)
+      rels.append({"triplet": (cats[a], rng.choice(video_preds), cats[b]),
+                   "subject_tid": a, "object_tid": b, "duration": (s, e),
+                   "sub_traj": tracks[a][s:e], "obj_traj": tracks[b][s:e],
+                   "_ab": (a, b)})
+    preds = []
+    for k in range(preds_per_video):
+      if k % 2 == 0:
+        r = rng.choice(rels)
+        a, b = r["_ab"]
+        s, e = r["duration"]
+        d = max(1, (e - s) // 10)
+        s = max(0, s + rng.randint(-d, d))
+        e = min(length, max(s + 1, e + rng.randint(-d, d)))
+        t = r["triplet"] if rng.random() < 0.8 else (
+            cats[a], rng.choice(video_preds), cats[b])
+      else:
+        a, b = rng.sample(range(nobj), 2)
+        s, e = _span(rng, 0, length)
+        t = (cats[a], rng.choice(video_preds), cats[b])
+      preds.append({"triplet": list(t), "score": rng.random(),
+                    "duration": [s, e], "sub_traj": noisy[a][s:e],
+                    "obj_traj": noisy[b][s:e]})
+    for r in rels:
+      del r["_ab"]
+    gt[vid] = rels
+    pred[vid] = preds
+  return gt, pred
+
+
+def _stats(gt, pred):
+  n_gt = sum(map(len, gt.values()))
+  n_pred = sum(map(len, pred.values()))
+  boxes = sum(len(p["sub_traj"]) + len(p["obj_traj"])
+              for ps in pred.values() for p in ps)
+  pairs = 0
+  for vid, rels in gt.items():
+    count = {}
+    for r in rels:
+      count[tuple(r["triplet"])] = count.get(tuple(r["triplet"]), 0) + 1
+    pairs += sum(count.get(tuple(p["triplet"]), 0) for p in pred[vid])
+  return (f"{len(gt)} videos, {n_gt} GT relations, {n_pred} predictions "
+          f"({boxes} predicted boxes), {pairs} same-triplet "
+          "(prediction, GT) pairs")
+
+
+def main(argv=None):
+  ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  ap.add_argument("--official", required=True,
+                  help="checkout of xdshang/VidVRD-helper")
+  ap.add_argument("--official-vru20",
+                  help="checkout of NExTplusplus/VidVRD-helper (also times "
+                  "the vru20 protocol)")
+  ap.add_argument("--videos", type=int, default=832)
+  ap.add_argument("--preds", type=int, default=200)
+  ap.add_argument("--seed", type=int, default=0)
+  args = ap.parse_args(argv)
+
+  t0 = time.perf_counter()
+  gt, pred = build_case(args.videos, args.preds, args.seed)
+  print(f"case: {_stats(gt, pred)}; built in {time.perf_counter() - t0:.1f} s")
+  runs = [("helper", args.official)]
+  if args.official_vru20:
+    runs.append(("vru20", args.official_vru20))
+  ok = True
+  for protocol, checkout in runs:
+    mod = vrd_official.load(checkout, protocol)
+    t0 = time.perf_counter()
+    cold = scoring.evaluate(gt, pred, protocol)
+    t_cold = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ours = scoring.evaluate(gt, pred, protocol)
+    t_warm = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    status, res = vrd_official.run(mod, gt, pred, protocol)
+    t_off = time.perf_counter() - t0
+    if status != "ok":
+      print(f"{protocol}: official code raised {res}")
+      ok = False
+      continue
+    off_lines = vrd_official.printed_lines(res)
+    equal = (off_lines == ours.official_lines() == cold.official_lines())
+    ok &= equal
+    print(f"[{protocol}] official: {t_off:.2f} s | ours: {t_cold:.2f} s cold "
+          f"(incl. jit compile), {t_warm:.2f} s warm | speed-up "
+          f"{t_off / t_cold:.1f}x cold, {t_off / t_warm:.1f}x warm | "
+          f"numbers {'EQUAL' if equal else 'DIFFERENT'}")
+    for a, b in zip(off_lines, ours.official_lines()):
+      print(f"    official {a}\n    ours     {b}" if a != b else f"    {a}")
+  return 0 if ok else 1
+
+
+if __name__ == "__main__":
+  sys.exit(main())
