@@ -26,6 +26,20 @@ COUNT_KEYS = ("cnt_r", "sum_r", "cnt_p", "sum_p", "cnt_r_occ", "cnt_p_occ",
               "cnt_p_occ_valid", "sum_p_valid")
 
 
+def orientation_correct(theta_pred, theta_gt):
+  """doobscripts `match_theta`: mod(|a - b|, 2 pi) <= pi/2 or >= 3 pi/2.
+
+  Args:
+    theta_pred, theta_gt: float arrays (radians), broadcastable.
+
+  Returns:
+    bool array: the circular difference is at most 90 degrees (inclusive).
+  """
+  d = np.mod(np.abs(np.asarray(theta_pred, np.float64) -
+                    np.asarray(theta_gt, np.float64)), 2 * np.pi)
+  return (d <= np.pi / 2) | (d >= 3 * np.pi / 2)
+
+
 def thresholds(k=99):
   """`linspace(1/(K+1), 1 - 1/(K+1), K)` (float64 [K])."""
   return np.linspace(1.0 / (k + 1), 1.0 - 1.0 / (k + 1), k)
