@@ -1,0 +1,223 @@
+"""Acc@50: ranking ground-truth inferences among 50 candidates (spec §4.4).
+
+Official procedure (visual-comet dataloaders/vcg_rank.py, scripts/run_rank.py,
+rank_mode ``random_50``):
+
+* Records: training-style expansion of the annotations, one per
+  (event, relation, inference sentence), relations in the order intent,
+  before, after (``expand_records``).
+* Queries: the first record of each unique ``img_fn + event + relation``;
+  its positives are all records with that key (``num_gt`` of them).
+* Candidates: the positives, then ``50 - num_gt`` negatives drawn without
+  replacement from all other records (any event, any relation).  The
+  official draw uses an unseeded ``random.sample``; ours is seeded
+  (``random.Random(seed)``) and the candidate lists are stored as JSON data
+  (``save_candidates``/``load_candidates``); use the released
+  ``val_rank_random_50.json`` (``candidates_from_official``) to reproduce
+  the paper's draw.  If num_gt > 50 every positive is kept and there are no
+  negatives (the official code would crash).
+* Each candidate is scored with the query's image, event and place and the
+  candidate's own relation token and inference text; score = mean token NLL
+  over the candidate's labelled tokens (inference + ``<|e_in|>``).  The
+  official denominator is n + 1 (an artefact of its loss masking); we report
+  both ``Acc@50`` (n + 1, official) and ``Acc@50_plain_n`` (n).
+* Candidates are sorted by ascending score (stable); recall = fraction of
+  the top-num_gt that are ground truths; Acc@50 = mean recall over queries.
+
+The model enters through ``score_fn(contexts, candidates) -> (nll_sum,
+num_tokens)``: two equally long lists of expanded records, returning float
+arrays [B] of summed token NLL (nats) and int arrays [B] of labelled tokens.
+"""
+
+import json
+import os
+import random
+import tempfile
+from typing import Callable, Sequence
+
+import numpy as np
+
+RELATIONS = ("intent", "before", "after")
+ScoreFn = Callable[[list, list], tuple]
+
+
+def expand_records(annotations: Sequence[dict]) -> list[dict]:
+  """One record per ground-truth inference, in the official order."""
+  out = []
+  for e, annot in enumerate(annotations):
+    for field in ("img_fn", "event"):
+      if field not in annot:
+        raise ValueError(f"annotations: record {e}: missing field {field!r}")
+    for rel in RELATIONS:
+      sents = annot.get(rel, [])
+      if not isinstance(sents, list):
+        raise ValueError(f"annotations: record {e}: field {rel!r} must be a "
+                         "list of strings")
+      for s, text in enumerate(sents):
+        if not isinstance(text, str):
+          raise ValueError(f"annotations: record {e}: field {rel!r}[{s}] must "
+                           "be a string")
+        out.append({"event_idx": e, "img_fn": annot["img_fn"],
+                    "event": annot["event"], "place": annot.get("place", ""),
+                    "inference_relation": rel, "inference_text": text})
+  return out
+
+
+def _key(record):
+  return f"{record['img_fn']}_{record['event']}_{record['inference_relation']}"
+
+
+def build_candidates(annotations: Sequence[dict], num_candidates: int = 50,
+                     seed: int = 0) -> list[dict]:
+  """Seeded candidate lists (see module docstring).
+
+  Returns:
+    One dict per query: ``query`` (record index), ``candidates`` (record
+    indices, positives first) and ``num_gt``.
+  """
+  records = expand_records(annotations)
+  positives = {}
+  for i, r in enumerate(records):
+    positives.setdefault(_key(r), []).append(i)
+  rng = random.Random(seed)
+  n = len(records)
+  queries = []
+  seen = set()
+  for i, r in enumerate(records):
+    key = _key(r)
+    if key in seen:
+      continue
+    seen.add(key)
+    pos = positives[key]
+    k = max(0, num_candidates - len(pos))
+    if k > n - len(pos):
+      raise ValueError(f"only {n - len(pos)} negatives available for query "
+                       f"{i}, {k} needed")
+    # Uniform sample without replacement from range(n) minus `pos`: draw
+    # from range(n - len(pos)) and skip over the (sorted) positives.
+    draws = rng.sample(range(n - len(pos)), k)
+    negatives = []
+    for x in draws:
+      for p in pos:
+        if x >= p:
+          x += 1
+        else:
+          break
+      negatives.append(x)
+    queries.append({"query": i, "candidates": list(pos) + negatives,
+                    "num_gt": len(pos)})
+  return queries
+
+
+def save_candidates(path: str, queries: list[dict], seed: int,
+                    num_candidates: int) -> None:
+  """Writes candidate lists as JSON (temporary file, then rename)."""
+  directory = os.path.dirname(os.path.abspath(path))
+  fd, tmp = tempfile.mkstemp(prefix=".tmp_", dir=directory)
+  with os.fdopen(fd, "w") as f:
+    json.dump({"seed": seed, "num_candidates": num_candidates,
+               "queries": queries}, f)
+  os.replace(tmp, path)
+
+
+def load_candidates(path: str) -> list[dict]:
+  """Reads candidate lists written by ``save_candidates``."""
+  with open(path) as f:
+    data = json.load(f)
+  for q, query in enumerate(data.get("queries", [])):
+    for field in ("query", "candidates", "num_gt"):
+      if field not in query:
+        raise ValueError(f"{path}: query {q}: missing field {field!r}")
+  return data["queries"]
+
+
+def candidates_from_official(path: str, records: Sequence[dict]
+                             ) -> list[dict]:
+  """Candidate lists from the released ``val_rank_random_50.json``.
+
+  Its ``results`` are the query records (in order) with
+  ``inference_candidate_indices`` and ``num_gt``; queries are matched to our
+  expanded `records` by their unique key, in order.
+  """
+  with open(path) as f:
+    data = json.load(f)
+  results = data["results"] if isinstance(data, dict) else data
+  first = {}
+  for i, r in enumerate(records):
+    first.setdefault(_key(r), i)
+  queries = []
+  for q, res in enumerate(results):
+    for field in ("inference_candidate_indices", "num_gt", "img_fn", "event",
+                  "inference_relation"):
+      if field not in res:
+        raise ValueError(f"{path}: result {q}: missing field {field!r}")
+    key = _key(res)
+    if key not in first:
+      raise ValueError(f"{path}: result {q}: no annotation record for {key!r}")
+    queries.append({"query": first[key],
+                    "candidates": list(res["inference_candidate_indices"]),
+                    "num_gt": int(res["num_gt"])})
+  return queries
+
+
+def recall_at_num_gt(scores: np.ndarray, num_gt: int) -> float:
+  """Fraction of the num_gt best-scored (lowest) candidates that are GT.
+
+  Args:
+    scores: [C] candidate scores, ground truths first.
+    num_gt: number of ground truths.
+  """
+  order = np.argsort(scores, kind="stable")
+  return float(np.sum(order[:num_gt] < num_gt)) / num_gt
+
+
+def rank_accuracy(annotations: Sequence[dict], queries: Sequence[dict],
+                  score_fn: ScoreFn, batch_size: int = 256) -> dict:
+  """Acc@50 with the official (n + 1) and plain (n) NLL denominators.
+
+  Args:
+    annotations: the annotation list the candidates index (expanded).
+    queries: from build_candidates / load_candidates / candidates_from_official.
+    score_fn: model scoring function (see module docstring).
+    batch_size: candidates per score_fn call.
+
+  Returns:
+    {"Acc@50": mean recall (n + 1), "Acc@50_plain_n": mean recall (n),
+     "num_queries": Q}.
+  """
+  records = expand_records(annotations)
+  contexts, cands, owners = [], [], []
+  for q, query in enumerate(queries):
+    for c in query["candidates"]:
+      if not 0 <= c < len(records):
+        raise ValueError(f"query {q}: candidate index {c} outside the "
+                         f"{len(records)} expanded records")
+      contexts.append(records[query["query"]])
+      cands.append(records[c])
+      owners.append(q)
+  nll = np.zeros(len(cands), np.float64)
+  ntok = np.zeros(len(cands), np.int64)
+  for start in range(0, len(cands), batch_size):
+    s, t = score_fn(contexts[start:start + batch_size],
+                    cands[start:start + batch_size])
+    s, t = np.asarray(s, np.float64), np.asarray(t, np.int64)
+    if s.shape != t.shape or s.shape[0] != len(cands[start:start + batch_size]):
+      raise ValueError("score_fn must return two arrays of shape [B]")
+    nll[start:start + len(s)] = s
+    ntok[start:start + len(t)] = t
+  if np.any(ntok <= 0):
+    raise ValueError("score_fn returned a candidate with no labelled tokens")
+  loss_official = nll / (ntok + 1)
+  loss_plain = nll / ntok
+  recalls_official, recalls_plain = [], []
+  pos = 0
+  for query in queries:
+    c = len(query["candidates"])
+    recalls_official.append(recall_at_num_gt(loss_official[pos:pos + c],
+                                             query["num_gt"]))
+    recalls_plain.append(recall_at_num_gt(loss_plain[pos:pos + c],
+                                          query["num_gt"]))
+    pos += c
+  return {"Acc@50": float(np.mean(recalls_official)),
+          "Acc@50_plain_n": float(np.mean(recalls_plain)),
+          "num_queries": len(queries)}
