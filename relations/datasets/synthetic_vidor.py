@@ -6,7 +6,7 @@
 writes
 
   DIR/annotation/{training,validation}/<group>/<video_id>.json
-  DIR/video/<group>/<video_id>.mp4          (H.264, yuv420p, 24 fps)
+  DIR/video/<group>/<video_id>.mp4          (MPEG-4 video, yuv420p, 24 fps)
 
 and `--stats` prints (and writes DIR/stats.json) the number of videos,
 frames, objects per category and relation instances per predicate per split,
@@ -55,20 +55,33 @@ FPS = 24
 SPLITS = {"training": 0, "validation": 1}
 # Sampling weights of the scripts: actions that are rarer by geometry alone
 # are drawn more often.
-SCRIPT_WEIGHTS = {"chase": 1.2, "approach": 1.0, "lean": 1.0, "hold": 1.2,
-                  "ride": 1.2, "fly_over": 1.0, "occlude": 1.0, "inside": 0.8}
+SCRIPT_WEIGHTS = {"chase": 1.5, "approach": 1.0, "lean": 1.5, "hold": 1.5,
+                  "ride": 1.5, "fly_over": 1.0, "occlude": 1.0, "inside": 1.0}
 VISIBLE_FOR_MANUAL = 0.4
 
 
-def write_mp4(frames: np.ndarray, fps: int = FPS) -> bytes:
-  """Encodes [T, H, W, 3] uint8 RGB frames (even H, W) as H.264 MP4 bytes."""
+def write_mp4(frames: np.ndarray, fps: int = FPS, codec: str = "mpeg4"
+              ) -> bytes:
+  """Encodes [T, H, W, 3] uint8 RGB frames (even H, W) as MP4 bytes.
+
+  Args:
+    frames: the video.
+    fps: frame rate written in the container.
+    codec: "mpeg4" (MPEG-4 Part 2, qscale 2: byte-identical from call to
+      call) or "libx264" (H.264 as in the VidOR release, crf 17; its output
+      varied between calls in the same process even with one thread, so the
+      generator's default is mpeg4).
+
+  Returns:
+    The MP4 file content.
+  """
+  options = ({"qscale": "2"} if codec == "mpeg4" else
+             {"crf": "17", "preset": "veryfast", "threads": "1"})
   buf = io.BytesIO()
   with av.open(buf, mode="w", format="mp4") as container:
-    stream = container.add_stream("libx264", rate=fps,
-                                  options={"crf": "17", "preset": "medium"})
+    stream = container.add_stream(codec, rate=fps, options=options)
     stream.width, stream.height = frames.shape[2], frames.shape[1]
     stream.pix_fmt = "yuv420p"
-    # One thread: the encoded bytes are then identical from run to run.
     stream.codec_context.thread_count = 1
     for img in frames:
       frame = av.VideoFrame.from_ndarray(img, format="rgb24")
@@ -113,8 +126,9 @@ def simulate(rng: np.random.Generator, width: int, height: int,
     visible.append(vis)
   boxes = np.stack(boxes)
   visible = np.stack(visible)
-  present = ((boxes[..., 2] - boxes[..., 0] >= 1) &
-             (boxes[..., 3] - boxes[..., 1] >= 1) & (boxes[..., 0] >= 0))
+  # Slivers at the frame edge are not annotated (>= 3 px each way).
+  present = ((boxes[..., 2] - boxes[..., 0] >= 2) &
+             (boxes[..., 3] - boxes[..., 1] >= 2) & (boxes[..., 0] >= 0))
   generated = present & (visible < VISIBLE_FOR_MANUAL)
   tracker = np.where(generated, "linear", "none").astype(object)
   k = boxes.shape[1]
@@ -187,7 +201,8 @@ def video_id_of(seed: int, split: str, index: int) -> str:
 
 def generate(out: str, num_train: int, num_val: int, seed: int = 0,
              width: int = 128, height: int = 96, min_frames: int = 64,
-             max_frames: int = 120, overwrite: bool = False) -> dict:
+             max_frames: int = 120, overwrite: bool = False,
+             codec: str = "mpeg4") -> dict:
   """Writes the dataset to `out` (see module docstring); returns its stats."""
   if width % 2 or height % 2:
     raise ValueError(f"width and height must be even (yuv420p), got "
@@ -212,9 +227,9 @@ def generate(out: str, num_train: int, num_val: int, seed: int = 0,
         os.makedirs(ann_dir, exist_ok=True)
         os.makedirs(vid_dir, exist_ok=True)
         with open(os.path.join(ann_dir, f"{vid}.json"), "w") as fh:
-          json.dump(data, fh, separators=(",", ":"))
+          fh.write(json.dumps(data, separators=(",", ":")))
         with open(os.path.join(vid_dir, f"{vid}.mp4"), "wb") as fh:
-          fh.write(write_mp4(frames))
+          fh.write(write_mp4(frames, codec=codec))
     stats = dataset_stats(tmp)
     with open(os.path.join(tmp, "stats.json"), "w") as fh:
       json.dump(stats, fh, indent=1, sort_keys=True)

@@ -14,9 +14,13 @@ frames of the true track centre, px/frame) and depth (smaller = nearer):
   beneath(s, o)     above(o, s).
   next_to(s, o)     boxes (almost) disjoint (< 5% overlap), y-overlap > 40%
                     of the shorter box, horizontal gap < 0.6 max w.
-  towards(s, o)     |v_s| > 0.35 px/frame (x scale), cos(v_s, c_o - c_s) >
-                    0.8, boxes disjoint, |c_o - c_s| < 0.7 W.
-  away(s, o)        as towards with cos(v_s, c_s - c_o) > 0.8.
+  towards(s, o)     s moves by itself (a person, animal or car that is not
+                    held by or inside something), |v_s| > 0.35 px/frame
+                    (x scale), cos(v_s, c_o - c_s) > 0.8, the centre
+                    distance shrinks by > 0.25 px/frame, boxes disjoint,
+                    |c_o - c_s| < 0.6 W, no hold/ride between them.
+  away(s, o)        as towards with cos(v_s, c_s - c_o) > 0.8 and the
+                    distance growing by > 0.25 px/frame.
   chase, hold, ride, lean_on   the scripts' action flags (the motion the
                     script produced: following a moving target, an item
                     moving with a person's hand, a person on a mount, a
@@ -33,6 +37,7 @@ import numpy as np
 
 from relations.datasets import synthetic_vidor_scene as scene_lib
 
+SELF_MOVING = ("adult", "child", "dog", "cat", "horse", "bird", "car")
 MIN_RUN = 6
 MAX_GAP = 2
 SPATIAL = ("above", "beneath", "behind", "in_front_of", "next_to", "inside",
@@ -94,10 +99,23 @@ def frame_masks(scene: scene_lib.Scene, boxes: np.ndarray,
   for (pred, s, o), m in scene.actions.items():
     put(pred, s, o, m)
   attached = np.zeros((k, k, f), bool)
+  carried = np.zeros((k, f), bool)  # held, or inside a container
   for (pred, s, o), m in scene.actions.items():
     if pred in ("hold", "ride"):
       attached[s, o] |= m
       attached[o, s] |= m
+    if pred == "hold":
+      carried[o] |= m
+  inside_all = np.zeros((k, k, f), bool)
+  for s in range(k):
+    for o in range(k):
+      if s != o and cats[o] in scene_lib.CONTAINERS:
+        bs, bo = boxes[:, s], boxes[:, o]
+        inside_all[s, o] = (
+            (bs[:, 0] >= bo[:, 0] - 1) & (bs[:, 1] >= bo[:, 1] - 1) &
+            (bs[:, 2] <= bo[:, 2] + 1) & (bs[:, 3] <= bo[:, 3] + 1) &
+            (area[:, s] < 0.6 * area[:, o]) & (depth[s] < depth[o]))
+        carried[s] |= inside_all[s, o]
 
   for s in range(k):
     for o in range(k):
@@ -109,11 +127,7 @@ def frame_masks(scene: scene_lib.Scene, boxes: np.ndarray,
       inter = np.maximum(ix, 0) * np.maximum(iy, 0)
       min_area = np.minimum(area[:, s], area[:, o])
       nearer = depth[s] < depth[o]
-      inside = np.zeros(f, bool)
-      if cats[o] in scene_lib.CONTAINERS:
-        inside = ((bs[:, 0] >= bo[:, 0] - 1) & (bs[:, 1] >= bo[:, 1] - 1) &
-                  (bs[:, 2] <= bo[:, 2] + 1) & (bs[:, 3] <= bo[:, 3] + 1) &
-                  (area[:, s] < 0.6 * area[:, o]) & nearer)
+      inside = inside_all[s, o]
       put("inside", s, o, inside)
       front = (inter > 0.1 * min_area) & nearer & ~inside & ~attached[s, o]
       put("in_front_of", s, o, front)
@@ -128,14 +142,17 @@ def frame_masks(scene: scene_lib.Scene, boxes: np.ndarray,
       gap_x = np.maximum(bo[:, 0] - bs[:, 2], bs[:, 0] - bo[:, 2])
       put("next_to", s, o, (inter <= 0.05 * min_area) & (y_ov > 0.4) &
           (gap_x < 0.6 * np.maximum(w[:, s], w[:, o])) & ~attached[s, o])
+      if cats[s] not in SELF_MOVING:
+        continue
       dx, dy = cx[:, o] - cx[:, s], cy[:, o] - cy[:, s]
       dist = np.hypot(dx, dy)
+      ddist = (dist[hi] - dist[lo]) / dt[:, 0]
       cos = (vx[:, s] * dx + vy[:, s] * dy) / np.maximum(
           speed[:, s] * dist, 1e-9)
-      moving = (speed[:, s] > vmin) & (inter == 0) & (
-          dist < 0.7 * scene.width)
-      put("towards", s, o, moving & (cos > 0.8))
-      put("away", s, o, moving & (cos < -0.8))
+      moving = ((speed[:, s] > vmin) & (inter == 0) & ~carried[s] &
+                ~attached[s, o] & (dist < 0.6 * scene.width))
+      put("towards", s, o, moving & (cos > 0.8) & (ddist < -0.7 * vmin))
+      put("away", s, o, moving & (cos < -0.8) & (ddist > 0.7 * vmin))
   return out
 
 

@@ -390,13 +390,20 @@ def render(scene: Scene, bg: np.ndarray, frame: int
   boxes = np.full((len(scene.tracks), 4), -1, np.int64)
   order = sorted(range(len(scene.tracks)),
                  key=lambda i: -scene.tracks[i].depth)
-  ys, xs = np.mgrid[0:bg.shape[0], 0:bg.shape[1]].astype(np.float64) + 0.5
+  height, width = bg.shape[:2]
   for i in order:
     tr = scene.tracks[i]
     shape, colour, texture, _ = APPEARANCE[tr.category]
     cx, cy, a = tr.cx[frame], tr.cy[frame], np.deg2rad(tr.angle[frame])
-    # Rotate about the bottom centre so a lean keeps the feet in place.
+    # Rotate about the bottom centre so a lean keeps the feet in place; the
+    # shape lies within radius r of that pivot, so only that window is drawn.
     px, py = cx, cy + tr.h / 2
+    r = np.hypot(tr.w / 2, tr.h) + 1
+    x0, x1 = max(0, int(px - r)), min(width, int(px + r) + 1)
+    y0, y1 = max(0, int(py - r)), min(height, int(py + r) + 1)
+    if x0 >= x1 or y0 >= y1:
+      continue
+    ys, xs = np.mgrid[y0:y1, x0:x1].astype(np.float64) + 0.5
     dx, dy = xs - px, ys - py
     lx = dx * np.cos(a) + dy * np.sin(a)
     ly = -dx * np.sin(a) + dy * np.cos(a)
@@ -406,10 +413,10 @@ def render(scene: Scene, bg: np.ndarray, frame: int
       continue
     area[i] = mask.sum()
     rows, cols = np.nonzero(mask.any(1))[0], np.nonzero(mask.any(0))[0]
-    boxes[i] = (cols[0], rows[0], cols[-1], rows[-1])
+    boxes[i] = (x0 + cols[0], y0 + rows[0], x0 + cols[-1], y0 + rows[-1])
     shade = _texture(texture, u, v)[mask][:, None]
-    img[mask] = np.asarray(colour, np.float32) * shade
-    owner[mask] = i
+    img[y0:y1, x0:x1][mask] = np.asarray(colour, np.float32) * shade
+    owner[y0:y1, x0:x1][mask] = i
   counts = np.bincount(owner[owner >= 0], minlength=len(scene.tracks))
   with np.errstate(invalid="ignore", divide="ignore"):
     visible = np.where(area > 0, counts / np.maximum(area, 1), np.nan)

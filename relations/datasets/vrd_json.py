@@ -374,6 +374,17 @@ def _groundtruth_from_json(data: Any, path: str) -> GroundTruth:
   return out
 
 
+def _json_files(folder: epath.Path) -> list[epath.Path]:
+  """Every *.json below `folder` (epath's gpath backend has no rglob)."""
+  out = []
+  for child in folder.iterdir():
+    if child.is_dir():
+      out += _json_files(child)
+    elif child.name.endswith(".json"):
+      out.append(child)
+  return out
+
+
 def load_groundtruth(path: str | epath.Path,
                      dataset: str | None = None) -> GroundTruth:
   """Official ground truth from an annotation folder, file or GT JSON.
@@ -395,7 +406,7 @@ def load_groundtruth(path: str | epath.Path,
   if not path.exists():
     raise FileNotFoundError(f"{path}: no such file or folder")
   if path.is_dir():
-    files = sorted(path.rglob("*.json"))
+    files = sorted(_json_files(path))
     if not files:
       raise FileNotFoundError(f"{path}: no *.json annotation files below it")
   else:

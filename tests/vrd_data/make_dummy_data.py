@@ -3,7 +3,8 @@
   python tests/vrd_data/make_dummy_data.py
 
 VidOR (`relations/datasets/vidor/dummy_data`): 2 training + 1 validation
-synthetic videos (64x48, 16-24 frames, real H.264 MP4s) with two injected
+synthetic videos (64x48, 16-24 frames, real H.264 MP4s; libx264 bytes are
+not reproducible, the annotations are) with two injected
 data faults:
   - training video 0: `frame_count` raised by 3, so the MP4 decodes to fewer
     frames than declared and `frame_count > len(trajectories)`;
@@ -29,7 +30,9 @@ from relations.datasets import synthetic_vidor  # pylint: disable=g-import-not-a
 
 VIDOR_DUMMY = os.path.join(ROOT, "relations/datasets/vidor/dummy_data")
 VIDVRD_DUMMY = os.path.join(ROOT, "relations/datasets/vidvrd/dummy_data")
-SMALL = dict(width=64, height=48, min_frames=16, max_frames=24)
+# H.264 like the VidOR release videos (the generator's default is mpeg4).
+SMALL = dict(width=64, height=48, min_frames=16, max_frames=24,
+             codec="libx264")
 
 TO_VIDVRD_CATEGORY = {
     "adult": "person", "child": "person", "cat": "domestic_cat",
