@@ -23,7 +23,22 @@ Build and read (array_record, random access):
   ex["frames"]            # [T, h, w, 3] uint8
   ex["tracks"]["boxes"]   # [T, K, 4] float32 native pixels
 
-Every feature is described in `relations/datasets/vrd_video.py`. Configs
+Features (full description and data-fault handling in
+`relations/datasets/vrd_video.py`; T sampled frames, K tracks, R relations,
+N annotated native frames):
+
+  frames [T, h, w, 3] uint8 (`vrd_video.frames_array(ex)` from a data
+  source), frame_indices [T] native frame of each sampled frame,
+  tracks/{tid [K], category [K] (index into VIDOR_OBJECT_CATEGORIES),
+  boxes [T, K, 4] native-pixel inclusive xyxy, present [T, K],
+  generated [T, K], native_boxes [N, K, 4], native_present [N, K]},
+  relations/{subject, object (track indices), subject_tid, object_tid,
+  predicate (index into VIDOR_PREDICATES), begin_fid, end_fid (native, end
+  exclusive), begin, end (sampled frames, end exclusive)} each [R],
+  video_id, video_path, fps, frame_count, num_frames, num_annotated_frames,
+  width, height.
+
+Configs
 (what is written to disk): `fps6_short96` (default; the synthetic demo,
 24 fps videos of 128x96), `fps2_short224`, `fps1_short320`; any
 `vrd_video.make_config(fps, short_side)` can be passed as `config=`.
