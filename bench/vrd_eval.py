@@ -158,15 +158,15 @@ def main(argv=None):
   ok = True
   for protocol, checkout in runs:
     mod = vrd_official.load(checkout, protocol)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     cold = scoring.evaluate(gt, pred, protocol)
-    t_cold = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    t_cold, c_cold = time.perf_counter() - t0, time.process_time() - c0
+    t0, c0 = time.perf_counter(), time.process_time()
     ours = scoring.evaluate(gt, pred, protocol)
-    t_warm = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    t_warm, c_warm = time.perf_counter() - t0, time.process_time() - c0
+    t0, c0 = time.perf_counter(), time.process_time()
     status, res = vrd_official.run(mod, gt, pred, protocol)
-    t_off = time.perf_counter() - t0
+    t_off, c_off = time.perf_counter() - t0, time.process_time() - c0
     if status != "ok":
       print(f"{protocol}: official code raised {res}")
       ok = False
@@ -174,10 +174,13 @@ def main(argv=None):
     off_lines = vrd_official.printed_lines(res)
     equal = (off_lines == ours.official_lines() == cold.official_lines())
     ok &= equal
-    print(f"[{protocol}] official: {t_off:.2f} s | ours: {t_cold:.2f} s cold "
-          f"(incl. jit compile), {t_warm:.2f} s warm | speed-up "
-          f"{t_off / t_cold:.1f}x cold, {t_off / t_warm:.1f}x warm | "
-          f"numbers {'EQUAL' if equal else 'DIFFERENT'}")
+    print(f"[{protocol}] wall: official {t_off:.2f} s, ours {t_cold:.2f} s "
+          f"cold (incl. jit compile) / {t_warm:.2f} s warm -> speed-up "
+          f"{t_off / t_cold:.1f}x cold, {t_off / t_warm:.1f}x warm")
+    print(f"[{protocol}] CPU (all threads): official {c_off:.2f} s, ours "
+          f"{c_cold:.2f} s cold / {c_warm:.2f} s warm -> "
+          f"{c_off / c_cold:.1f}x cold, {c_off / c_warm:.1f}x warm")
+    print(f"[{protocol}] numbers {'EQUAL' if equal else 'DIFFERENT'}:")
     for a, b in zip(off_lines, ours.official_lines()):
       print(f"    official {a}\n    ours     {b}" if a != b else f"    {a}")
   return 0 if ok else 1

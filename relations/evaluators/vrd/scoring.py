@@ -169,7 +169,7 @@ def _match_batch(batch, prediction, threshold):
     for g, rel in enumerate(v.gts):
       by_triplet.setdefault(_triplet_of(v.vid, g, rel, "ground truth"),
                             []).append(g)
-    gt_traj = {}
+    gt_traj, gt_dur = {}, {}
     preds = prediction.get(v.vid, [])
     c = 0
     for pos, t in enumerate(v.triplets):
@@ -179,16 +179,25 @@ def _match_batch(batch, prediction, threshold):
       i = v.order[pos]
       p = preds[i]
       ps, pe, pint = _duration_of(v.vid, i, p, "prediction")
-      pa = _traj_of(v.vid, i, p, "sub_traj", "prediction", store)
-      po = _traj_of(v.vid, i, p, "obj_traj", "prediction", store)
+      pa = po = None
       for g in gl:
+        if g not in gt_dur:
+          gt_dur[g] = _duration_of(v.vid, g, v.gts[g], "ground truth")
+        s2, e2, gint = gt_dur[g]
+        if ps >= e2 or pe <= s2:
+          # Disjoint durations: the official vIoU is 0. without reading a
+          # box, so the pair can neither match nor fail; skip it (and the
+          # conversion of trajectories only such pairs would need).
+          continue
+        if pa is None:
+          pa = _traj_of(v.vid, i, p, "sub_traj", "prediction", store)
+          po = _traj_of(v.vid, i, p, "obj_traj", "prediction", store)
         if g not in gt_traj:
           rel = v.gts[g]
           gt_traj[g] = (
               _traj_of(v.vid, g, rel, "sub_traj", "ground truth", store),
-              _traj_of(v.vid, g, rel, "obj_traj", "ground truth", store),
-              _duration_of(v.vid, g, rel, "ground truth"))
-        gs, go, (s2, e2, gint) = gt_traj[g]
+              _traj_of(v.vid, g, rel, "obj_traj", "ground truth", store))
+        gs, go = gt_traj[g]
         rows_v.append(slot)
         rows_c.append(c)
         rows_g.append(g)
