@@ -44,7 +44,7 @@ that carry annotation slots, see `features`):
 Normalised boxes for the stored frames: x / width, y / height for the top-left
 corner and (x + 1) / width, (y + 1) / height for the inclusive bottom-right.
 
-Sampling (`sample_indices`): frame k of the output is native frame
+Sampling (`sample_indices`, with the annotation's `fps`): frame k of the output is native frame
 floor(k * fps / config.fps), k = 0, 1, ... while < num_frames; every native
 frame when config.fps is None or >= fps.
 
