@@ -41,7 +41,7 @@ import jax.numpy as jnp
 # (num_layers, width, num_heads) by size name. small/medium/large are OpenAI's
 # GPT-2 124M / 355M / 774M; tiny is for CPU tests and the demo.
 SIZES = {
-    "tiny": (2, 128, 4),
+    "tiny": (2, 64, 4),
     "small": (12, 768, 12),
     "medium": (24, 1024, 16),
     "large": (36, 1280, 20),
