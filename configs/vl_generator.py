@@ -119,6 +119,7 @@ def get_config(arg=None):
       meteor=True, meteor_workers=0,     # 0 = one METEOR process per core
       acc50=True, acc50_seed=0, acc50_candidates="",  # "" = seeded, saved
       acc50_batch_size=256,
+      acc50_max_queries=0,               # 0 = all; >0 = first N (quick)
   )
   if tiny:
     c.data.data_dir = "/tmp/tfds_relations_tiny"
@@ -129,10 +130,10 @@ def get_config(arg=None):
     c.model.vit = dict(width=64, depth=2, mlp_dim=128, num_heads=2,
                        patch_size=8, posemb_grid=(8, 8))
     c.input = dict(batch_size=32, num_threads=2)
-    c.total_steps = 400
+    c.total_steps = 300
     c.optax = dict(name="adamw", weight_decay=0.0, clip_norm=1.0)
     c.schedule = dict(lr=2e-3, warmup_steps=20, decay="linear")
-    c.checkpoint_every = 400
+    c.checkpoint_every = 300
     c.log_every = 50
     c.evals.val.update(max_new_tokens=12, batch_size=64,
                        acc50_batch_size=512)

@@ -6,7 +6,7 @@
       every_steps=0, text_given=True, method="sample", num_samples=5,
       top_p=0.9, top_k=0, temperature=1.0, max_new_tokens=20, batch_size=32,
       max_records=0, meteor=True, meteor_workers=0, acc50=True, acc50_seed=0,
-      acc50_candidates="", acc50_batch_size=256)
+      acc50_candidates="", acc50_batch_size=256, acc50_max_queries=0)
 
 `run(params, step)`:
 1. decodes every (event, relation) of the `generation` builder split with the
@@ -158,6 +158,9 @@ class Evaluator:
         os.makedirs(self.workdir, exist_ok=True)
         rank.save_candidates(path, queries, seed, 50)
     del outdir
+    cap = int(self.ec.get("acc50_max_queries", 0))
+    if cap:  # a quick estimate on the first `cap` queries (demo)
+      queries = queries[:cap]
     return rank.rank_accuracy(annotations, queries, self._score_fn(params),
                               batch_size=int(self.ec.acc50_batch_size) * 4)
 
