@@ -11,7 +11,10 @@ ODD = ["Arrive at the party.", "1's hand", "He said \"hi\" to 2", "etc.",
        "co-op -- x", "Ω 漢字 🙂", "wait;  what:", "it's 2's", "'tis",
        "rock'n'roll", "1 2", "I  am   here ", "e.g. this", "&amp; & x",
        "\t tab", "a\u00a0b", "end.", "ask 3 ||| to", "Gonna be  ok?",
-       "the end\n of line"]
+       "the end\n of line", "U.S.-based firm", "a.m. to p.m.",
+       "1,000 people", "rock-n-roll", "e-mail 2", "Ph.D. student",
+       "well...done", "\u2018quoted\u2019 \u201cdouble\u201d",
+       "mother-in-law's car", "x.y.z corp", "N.Y.C. cab"]
 
 
 def sentence(rng: random.Random) -> str:

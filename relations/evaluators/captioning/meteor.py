@@ -15,18 +15,26 @@ The statistics of an item depend only on its SCORE line, so we:
   item order) to one of the processes.
 The corpus score is therefore the jar's own answer to the same EVAL line.
 
-Most of METEOR's start-up time (several seconds per process) is reading the
-60 MB paraphrase table; see ``paraphrase.py`` for the optional exact filter.
+Most of METEOR's start-up time (several CPU-seconds per process) is reading
+the 60 MB paraphrase table; by default each process instead reads the exact
+corpus-specific subset built by ``paraphrase.py``.
 """
 
 import os
+import shutil
 import subprocess
+import tempfile
 import threading
 from typing import Sequence
 
 from relations.evaluators.captioning import java as java_lib
+from relations.evaluators.captioning import paraphrase
 
 _METEOR_ARGS = ("-", "-", "-stdio", "-l", "en", "-norm")
+# JVM tuning only (no effect on results; Java floating point is strict):
+# the C1 JIT and the serial GC roughly halve METEOR's CPU time on corpora
+# of ~10^4 lines compared with the default tiered C2 + G1 (measured).
+_JVM_FLAGS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 
 
 def score_line(hyp: str, refs: Sequence[str]) -> str:
@@ -39,7 +47,7 @@ class _Worker:
   """One METEOR process in -stdio mode."""
 
   def __init__(self, java: str, jar: str, paraphrase_file: str | None):
-    cmd = [java, "-jar", "-Xmx2G", jar, *_METEOR_ARGS]
+    cmd = [java, *_JVM_FLAGS, "-jar", "-Xmx2G", jar, *_METEOR_ARGS]
     if paraphrase_file is not None:
       cmd += ["-a", paraphrase_file]
     self.proc = subprocess.Popen(
@@ -83,7 +91,7 @@ class _Worker:
 
 def corpus_meteor(hyps: Sequence[str], refs: Sequence[Sequence[str]],
                   workers: int | None = None,
-                  paraphrase_file: str | None = None) -> float:
+                  filter_paraphrases: bool = True) -> float:
   """Corpus METEOR as pycocoevalcap ``Meteor().compute_score`` returns it.
 
   Args:
@@ -91,8 +99,9 @@ def corpus_meteor(hyps: Sequence[str], refs: Sequence[Sequence[str]],
     refs: per item, a non-empty list of tokenised references.
     workers: METEOR processes to run (default: one per CPU core, fewer for
       small inputs since each process needs a few seconds to start).
-    paraphrase_file: alternative paraphrase table (``-a``); None = the jar's
-      default ``data/paraphrase-en.gz``.
+    filter_paraphrases: give METEOR only the paraphrase-table entries that
+      can match this corpus (exact; see paraphrase.py).  False: the jar's
+      full default ``data/paraphrase-en.gz``, as pycocoevalcap.
 
   Returns:
     The corpus METEOR score (float in [0, 1]).
@@ -111,8 +120,14 @@ def corpus_meteor(hyps: Sequence[str], refs: Sequence[Sequence[str]],
   if workers is None:
     workers = max(1, min(os.cpu_count() or 1, len(unique) // 1000))
   workers = max(1, min(workers, len(unique)))
-  procs = [_Worker(java, jar, paraphrase_file) for _ in range(workers)]
+  tmp_dir = tempfile.mkdtemp(prefix="meteor_")
+  procs = []
   try:
+    paraphrase_file = None
+    if filter_paraphrases:
+      paraphrase_file = os.path.join(tmp_dir, "paraphrase-filtered.gz")
+      paraphrase.load_index().filter(unique, paraphrase_file)
+    procs = [_Worker(java, jar, paraphrase_file) for _ in range(workers)]
     # Contiguous chunks of roughly equal total length.
     bounds = [round(i * len(unique) / workers) for i in range(workers + 1)]
     chunks = [unique[bounds[i]:bounds[i + 1]] for i in range(workers)]
@@ -141,3 +156,4 @@ def corpus_meteor(hyps: Sequence[str], refs: Sequence[Sequence[str]],
   finally:
     for p in procs:
       p.close()
+    shutil.rmtree(tmp_dir, ignore_errors=True)

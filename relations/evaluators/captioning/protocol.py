@@ -159,8 +159,7 @@ def score_generations(annotations: Sequence[dict],
   def run_meteor():
     try:
       meteor_out["score"] = meteor_lib.corpus_meteor(
-          hyps, refs, workers=meteor_workers,
-          paraphrase_file=_paraphrase_file(hyps, refs))
+          hyps, refs, workers=meteor_workers)
     except java_lib.JavaNotFoundError as e:
       meteor_out["error"] = str(e)
     except Exception as e:  # pylint: disable=broad-except
@@ -204,8 +203,3 @@ def score_generations(annotations: Sequence[dict],
     del result["errors"]
   return result
 
-
-def _paraphrase_file(hyps, refs):
-  """Hook for an exact filtered paraphrase table (None = jar default)."""
-  del hyps, refs
-  return None
