@@ -77,7 +77,14 @@ def format_table(metrics: dict) -> str:
   return "\n".join(lines)
 
 
-def main(argv=None) -> dict:
+def main(argv=None) -> int:
+  """CLI entry point; returns the exit status (0)."""
+  run(argv)
+  return 0
+
+
+def run(argv=None) -> dict:
+  """Parses `argv`, scores, prints the table; returns the metrics dict."""
   parser = argparse.ArgumentParser(
       prog="python -m relations.evaluate commonsense",
       description="VisualCOMET generation metrics (official protocol).")
@@ -115,4 +122,4 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
-  main(sys.argv[1:])
+  sys.exit(main(sys.argv[1:]))
