@@ -230,10 +230,14 @@ def make_data(root: str, seed: int = 0) -> None:
   make_builder(config, "generation")
 
 
-def train_and_evaluate(root: str, arg: str, name: str, **eval_overrides):
+def train_and_evaluate(root: str, arg: str, name: str, steps: int = 0,
+                       **eval_overrides):
   """Trains one config with the shared trainer; returns its val metrics."""
   from relations.train import trainer  # pylint: disable=g-import-not-at-top
   config = demo_config(root, arg, **eval_overrides)
+  if steps:
+    with config.unlocked():
+      config.total_steps = config.checkpoint_every = steps
   result = trainer.train(config, os.path.join(root, name))
   metrics = {k.split("/", 1)[1]: v for k, v in result.eval_metrics.items()
              if k.startswith("val/")}
@@ -333,14 +337,20 @@ def run_demo(workdir: str) -> dict:
   return out
 
 
-def run_modalities(workdir: str) -> dict:
-  """Trains the three must-show modalities; full val metrics for each."""
+def run_modalities(workdir: str, steps: int = 0) -> dict:
+  """Trains the three must-show modalities; full val metrics for each.
+
+  Args:
+    workdir: data, runs and `modalities.json` go here.
+    steps: training steps (0 = the tiny config's).
+  """
   import json  # pylint: disable=g-import-not-at-top
   root = os.path.abspath(workdir)
   make_data(root)
   table = {}
   for name, arg in MODALITIES.items():
-    metrics, gens = train_and_evaluate(root, arg, name.replace("+", "_"))
+    metrics, gens = train_and_evaluate(root, arg, name.replace("+", "_"),
+                                       steps=steps)
     table[name] = {k: metrics.get(k) for k in HEADLINE}
     table[name]["generations"] = gens
   print(f"{'modality':<24}" + "".join(f"{k:>9}" for k in HEADLINE))
@@ -355,10 +365,10 @@ def run_modalities(workdir: str) -> dict:
 
 if __name__ == "__main__":
   import sys  # pylint: disable=g-import-not-at-top
-  if len(sys.argv) == 3 and sys.argv[1] == "--modalities":
-    run_modalities(sys.argv[2])
+  if len(sys.argv) in (3, 4) and sys.argv[1] == "--modalities":
+    run_modalities(sys.argv[2], int(sys.argv[3]) if len(sys.argv) == 4 else 0)
   elif len(sys.argv) == 3 and sys.argv[1] == "--demo":
     print(run_demo(sys.argv[2]))
   else:
     raise SystemExit("usage: python -m relations.tasks.visual_commonsense "
-                     "(--demo | --modalities) WORKDIR")
+                     "(--demo WORKDIR | --modalities WORKDIR [STEPS])")
