@@ -2,9 +2,19 @@
 # SPDX-License-Identifier: Apache-2.0
 """`python -m relations.evaluate occlusion --gt DIR --pred DIR [...]`.
 
-Reads the RealOOB layout (relations/datasets/realoob_io.py), prints the
+Reads GT in the RealOOB layout (relations/datasets/realoob_io.py), or the
+official PIOD (`bndinfo_pascal`) / BSDS-ownership (`gtStruct.gt_theta`)
+.mat files through the builder's readers (`--gt-format`, detected when
+unambiguous; relations/evaluators/occlusion/gt_readers.py), prints the
 paper's Table 3 columns (B-ODS B-OIS B-AP AC O-ODS O-OIS O-AP), writes JSON
 with those keys (fractions) plus all curves, and draws the PR curves to PNG.
+Predictions use the project's prediction layout (boundaries/, orientation/).
+
+Per-format defaults: realoob excludes a 2-pixel border and scores the
+O-metrics on valid-orientation pixels (`valid_poc`); PIOD and BSDS
+ownership, like doobscripts, exclude no border and score doobscripts' `_poc`
+on every GT pixel.  `--border`, `--valid-only` / `--all-orientations`
+override either.
 """
 
 import argparse
@@ -14,8 +24,10 @@ import sys
 import tempfile
 import time
 
+from relations.datasets import occlusion_formats
 from relations.datasets import realoob_io
 from relations.evaluators.occlusion import api
+from relations.evaluators.occlusion import gt_readers
 from relations.evaluators.occlusion import plots
 
 TABLE_COLUMNS = ("B-ODS", "B-OIS", "B-AP", "AC", "O-ODS", "O-OIS", "O-AP")
@@ -43,20 +55,32 @@ def build_parser():
       prog="python -m relations.evaluate occlusion",
       description="Oriented occlusion-boundary evaluation (B-/O- ODS, OIS, "
       "AP and AC) without MATLAB.")
-  p.add_argument("--gt", required=True, help="GT root (RealOOB layout)")
+  p.add_argument("--gt", required=True,
+                 help="GT root: RealOOB layout, PIOD root (Data/, "
+                 "val_doc_2010.txt), BSDS-ownership root (testfg/, "
+                 "trainfg/), or a folder of PIOD / BSDS-ownership .mat files")
+  p.add_argument("--gt-format", default="auto",
+                 choices=("auto",) + gt_readers.FORMATS,
+                 help="GT format (default: detected from --gt; an error "
+                 "when ambiguous)")
   p.add_argument("--pred", required=True, help="prediction root")
   p.add_argument("--protocol", default="doob", choices=("doob", "seval"),
                  help="doob: edge_nms once (default); seval: thin per "
                  "threshold, no NMS")
   p.add_argument("--valid-only", dest="valid_only", action="store_true",
-                 default=True, help="O-metrics on valid-orientation GT "
-                 "(valid_poc; default)")
+                 default=None, help="O-metrics on valid-orientation GT "
+                 "(valid_poc; default for realoob)")
   p.add_argument("--all-orientations", dest="valid_only",
                  action="store_false", help="O-metrics by doobscripts _poc "
-                 "on every GT pixel (ignore valid/)")
-  p.add_argument("--border", type=int, default=2,
-                 help="border exclusion in pixels (RealOOB: 2)")
-  p.add_argument("--split", default=None, help="read ids from splits/X.txt")
+                 "on every GT pixel (ignore valid/; default for piod and "
+                 "bsds_ownership)")
+  p.add_argument("--border", type=int, default=None,
+                 help="border exclusion in pixels (default: realoob 2, "
+                 "piod / bsds_ownership 0 as in doobscripts)")
+  p.add_argument("--split", default=None,
+                 help="realoob: ids from splits/X.txt (default: every id); "
+                 "piod / bsds_ownership roots: test (default: "
+                 "val_doc_2010.txt / testfg) or train")
   p.add_argument("--nthresh", type=int, default=99)
   p.add_argument("--max-dist", type=float, default=0.0075,
                  help="tolerance, fraction of the image diagonal")
@@ -74,23 +98,28 @@ def main(argv=None):
   args = build_parser().parse_args(argv)
   t0 = time.time()
   try:
-    summary = api.evaluate_dir(
-        args.gt, args.pred, protocol=args.protocol,
-        valid_only=args.valid_only, border=args.border, split=args.split,
-        nthresh=args.nthresh, max_dist=args.max_dist,
-        with_orientation=not args.no_orientation, num_workers=args.workers)
-  except realoob_io.RealOOBFormatError as e:
+    summary = gt_readers.evaluate_dir(
+        args.gt, args.pred,
+        gt_format=None if args.gt_format == "auto" else args.gt_format,
+        protocol=args.protocol, valid_only=args.valid_only,
+        border=args.border, split=args.split, nthresh=args.nthresh,
+        max_dist=args.max_dist, with_orientation=not args.no_orientation,
+        num_workers=args.workers)
+  except (realoob_io.RealOOBFormatError,
+          occlusion_formats.OcclusionFormatError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
   name = args.name or os.path.basename(os.path.normpath(args.pred))
   print(format_table(summary, name))
-  print(f"({summary['num_images']} images, protocol={args.protocol}, "
-        f"O-curve={summary['o_curve']}, border={args.border}px, "
+  print(f"({summary['num_images']} images, gt={summary['gt_format']}, "
+        f"protocol={args.protocol}, O-curve={summary['o_curve']}, "
+        f"border={summary['border']}px, "
         f"{time.time() - t0:.1f}s)")
   result = {k: summary[k] for k in api.HEADLINE}
   result.update(
-      protocol=args.protocol, o_curve=summary["o_curve"],
-      border=args.border, max_dist=args.max_dist,
+      gt_format=summary["gt_format"], protocol=args.protocol,
+      o_curve=summary["o_curve"], border=summary["border"],
+      max_dist=args.max_dist,
       num_images=summary["num_images"], ids=summary["ids"],
       thresholds=summary["thresholds"], curves=summary["curves"])
   plot = args.plot
