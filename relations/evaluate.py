@@ -1,6 +1,7 @@
 """`python -m relations.evaluate <what> ...`: score existing predictions with the official metrics.
 
-  occlusion    B-/O-ODS/OIS/AP and AC on the realoob layout (relations.evaluators.occlusion_cli)
+  occlusion    B-/O-ODS/OIS/AP and AC; GT in the realoob layout or PIOD / BSDS-ownership .mat
+               (--gt-format; relations.evaluators.occlusion_cli)
   depth        the RealOOB depth probes (relations.evaluators.depth_cli)
   vidor        video relation detection mAP / R@K / P@K (relations.evaluators.vidor_cli); also VidVRD
   commonsense  VisualCOMET BLEU / METEOR / CIDEr / Unique / Novel (relations.evaluators.commonsense_cli)
