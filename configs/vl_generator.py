@@ -95,6 +95,7 @@ def get_config(arg=None):
       subject_ids=True,
       attention_mask=not arg.faithful,
       visual_dropout=0.1,
+      slot_scale_init=1.0,               # official LayerNorm init
       init_from="",                      # HF GPT-2 model.safetensors
   )
   c.loss = dict(mode="all" if arg.ep else "inference")
@@ -127,6 +128,9 @@ def get_config(arg=None):
     c.layout = dict(num_max_boxes=8, max_event=10, max_place=7,
                     max_inference=12, max_seq_len=40)
     c.model.lm = dict(vocab_size=0, dropout=0.1, max_len=64)
+    # From scratch, token embeddings are N(0, 0.02): start slots at that
+    # scale so the <|detN|> grounding added to them is not drowned.
+    c.model.slot_scale_init = 0.02
     c.model.vit = dict(width=64, depth=2, mlp_dim=128, num_heads=2,
                        patch_size=8, posemb_grid=(8, 8))
     c.input = dict(batch_size=32, num_threads=2)

@@ -92,6 +92,7 @@ class VisualProjection(nn.Module):
   """Official `SimpleDetector`: LN(ReLU(Dense(Dropout(feature))))."""
   width: int
   dropout: float = 0.1
+  ln_scale_init: float = 1.0
 
   @nn.compact
   def __call__(self, feats, train: bool):
@@ -101,7 +102,8 @@ class VisualProjection(nn.Module):
                  bias_init=nn.with_logical_partitioning(
                      nn.initializers.zeros_init(), ("embed",)))(x)
     x = jax.nn.relu(x)
-    return nn.LayerNorm(epsilon=1e-12)(x)
+    return nn.LayerNorm(epsilon=1e-12, scale_init=nn.initializers.constant(
+        self.ln_scale_init))(x)
 
 
 class VLGenerator(nn.Module):
@@ -118,6 +120,10 @@ class VLGenerator(nn.Module):
     subject_ids: add the learned `subject_embed[0]` (official default on).
     attention_mask: hide padding keys (False = official, causal only).
     visual_dropout: dropout on the per-box feature before the projection.
+    slot_scale_init: initial LayerNorm scale of the projection (official 1.0;
+      a from-scratch LM has N(0, 0.02) token embeddings, and unit-variance
+      slots would drown the `<|detN|>` grounding signal added to them, so
+      small models start at 0.02).
   """
   lm: Any = None
   visual: str = "features"
@@ -128,6 +134,7 @@ class VLGenerator(nn.Module):
   subject_ids: bool = True
   attention_mask: bool = True
   visual_dropout: float = 0.1
+  slot_scale_init: float = 1.0
 
   def setup(self):
     self.decoder = gpt2.GPT2(**dict(self.lm or {}), name="lm")
@@ -138,7 +145,7 @@ class VLGenerator(nn.Module):
       self.encoder = vit_lib.Model(**dict(self.vit or {}), name="vit")
     if self.visual != "none":
       self.project = VisualProjection(self.decoder.width, self.visual_dropout,
-                                      name="visual_proj")
+                                      self.slot_scale_init, name="visual_proj")
       if self.subject_ids:
         self.subject_embed = self.param(
             "subject_embed", nn.with_logical_partitioning(

@@ -167,7 +167,8 @@ def make_model(config) -> vl_generator.VLGenerator:
       vit=dict(m.vit) if m.get("vit") else None,
       roi_samples=m.roi_samples, num_slots=config.layout.num_max_boxes,
       person_grounding=m.person_grounding, subject_ids=m.subject_ids,
-      attention_mask=m.attention_mask, visual_dropout=m.visual_dropout)
+      attention_mask=m.attention_mask, visual_dropout=m.visual_dropout,
+      slot_scale_init=m.get("slot_scale_init", 1.0))
 
 
 def init_params(model, batch, rng):
