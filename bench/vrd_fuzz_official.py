@@ -29,6 +29,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vrd_official  # pylint: disable=g-import-not-at-top
+from relations.evaluators.vrd import columns
+from relations.evaluators.vrd import kernels
 from relations.evaluators.vrd import scoring
 
 SUBJECTS = ("adult", "child", "dog")
@@ -184,8 +186,18 @@ def _values(res):
           float(prec[5]), float(prec[10])]
 
 
-def our_outputs(case, protocols) -> dict:
-  """Our results of one case, in the layout of `official_outputs`."""
+def has_int_scores(case) -> bool:
+  """Integer scores: the array path takes float64 scores, so it differs."""
+  return any(isinstance(p["score"], int)
+             for ps in case["prediction"].values() for p in ps)
+
+
+def our_outputs(case, protocols, tables=False) -> dict:
+  """Our results of one case, in the layout of `official_outputs`.
+
+  tables=False scores the dicts (`scoring.evaluate`), True the array tables
+  built from them (`scoring.evaluate_tables`).
+  """
   out = {}
   gt, pred = case["groundtruth"], case["prediction"]
   zs = scoring.zero_shot_triplets(
@@ -197,7 +209,12 @@ def our_outputs(case, protocols) -> dict:
   for protocol in protocols:
     for split, (g, p) in splits.items():
       try:
-        r = scoring.evaluate(g, p, protocol)
+        if tables:
+          r = scoring.evaluate_tables(columns.RelationTable.from_dicts(g),
+                                      columns.RelationTable.from_dicts(p),
+                                      protocol)
+        else:
+          r = scoring.evaluate(g, p, protocol)
       except scoring.ScoringError as e:
         out[f"{protocol}/{split}"] = {"status": "error", "message": str(e)}
         continue
@@ -233,6 +250,55 @@ def compare(official: dict, ours: dict) -> list[str]:
   return diffs
 
 
+def _fuzz_duration(rng):
+  s = rng.randint(0, 6)
+  e = s + rng.randint(-1, 6)
+  cast = lambda x: float(x) + rng.choice((0.0, 0.0, 0.5)) if (
+      rng.random() < 0.25) else x
+  return [cast(s), cast(e)]
+
+
+def viou_fuzz(common, rng, n) -> tuple[int, list[str]]:
+  """Official `common.viou` vs `kernels.pair_vious` on n random pairs.
+
+  Int / float duration bounds (the official TypeError branches), box lists
+  shorter or longer than the duration (IndexError), zero volumes
+  (ZeroDivisionError), inverted and float boxes. Equal: same exception, or
+  the same float to the last bit.
+  """
+  codes = {"TypeError": kernels.TYPE_ERROR, "IndexError": kernels.INDEX_ERROR,
+           "ZeroDivisionError": kernels.ZERO_DIVISION}
+  equal, diffs = 0, []
+  for i in range(n):
+    style = rng.choice(("int", "float", "inverted", "zero"))
+    d1, d2 = _fuzz_duration(rng), _fuzz_duration(rng)
+    trajs = []
+    for d in (d1, d2):
+      length = max(0, int(d[1] - d[0]) + rng.choice((0, 0, 0, -1, 1)))
+      if style == "zero":
+        trajs.append([[3, 3, 2, 2 + rng.randint(0, 1)]] * length)
+      else:
+        trajs.append([_box(rng, style if style != "zero" else "int", 10)
+                      for _ in range(length)])
+    try:
+      want = ("ok", repr(common.viou(trajs[0], d1, trajs[1], d2)))
+    except Exception as e:  # pylint: disable=broad-except
+      want = ("error", codes.get(type(e).__name__, type(e).__name__))
+    store = columns.TrajectoryStore()
+    (o1, n1), (o2, n2) = store.add(trajs[0]), store.add(trajs[1])
+    v, status = kernels.pair_vious(
+        store.boxes(), [o1, o2], [n1, n2], [0], [1], [d1], [d2],
+        [columns.duration_flags(*d1)], [columns.duration_flags(*d2)])
+    got = (("ok", repr(float(v[0]))) if status[0] == kernels.OK
+           else ("error", int(status[0])))
+    if got == want:
+      equal += 1
+    else:
+      diffs.append(f"viou pair {i}: {d1} {d2} {trajs}: official {want}, "
+                   f"ours {got}")
+  return equal, diffs
+
+
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   ap.add_argument("--official", required=True,
@@ -241,6 +307,8 @@ def main(argv=None):
                   help="checkout of NExTplusplus/VidVRD-helper (vru20)")
   ap.add_argument("--cases", type=int, default=300)
   ap.add_argument("--seed", type=int, default=0)
+  ap.add_argument("--viou-pairs", type=int, default=20000,
+                  help="random pairs for the direct vIoU comparison")
   ap.add_argument("--record", help="write cases + official outputs here "
                   "(.json.xz)")
   args = ap.parse_args(argv)
@@ -249,11 +317,17 @@ def main(argv=None):
     mods["vru20"] = vrd_official.load(args.official_vru20, "vru20")
   rng = random.Random(args.seed)
   records, equal, refused = [], 0, 0
+  tab_cases = tab_equal = 0
   for i in range(args.cases):
     case = make_case(rng, i)
     off = official_outputs(case, mods)
     ours = our_outputs(case, list(mods))
     diffs = compare(off, ours)
+    if not has_int_scores(case):
+      tab_cases += 1
+      tab_diffs = compare(off, our_outputs(case, list(mods), tables=True))
+      tab_equal += not tab_diffs
+      diffs += [f"tables: {d}" for d in tab_diffs]
     refused += any(e["status"] == "error" for e in off.values())
     if diffs:
       print(f"case {i}: DIFFERENT")
@@ -267,6 +341,15 @@ def main(argv=None):
         f"{sorted(mods)} x all / zero-shot / generalized zero-shot, plus "
         f"per-video AP); {refused} cases where the official code raises in at "
         "least one evaluation")
+  print(f"array path (evaluate_tables): {tab_equal}/{tab_cases} cases equal "
+        "(the cases without integer scores)")
+  common = vrd_official.load_common(args.official)
+  v_equal, v_diffs = viou_fuzz(common, random.Random(args.seed + 1),
+                               args.viou_pairs)
+  for d in v_diffs[:20]:
+    print("   ", d[:500])
+  print(f"vIoU: {v_equal}/{args.viou_pairs} random pairs equal to the "
+        "official common.viou (value bits or the same exception)")
   if args.record:
     tmp = args.record + ".tmp"
     with lzma.open(tmp, "wt", preset=9) as f:
@@ -274,7 +357,9 @@ def main(argv=None):
                 separators=(",", ":"))
     os.replace(tmp, args.record)
     print(f"wrote {args.record}")
-  return 0 if equal == args.cases else 1
+  ok = (equal == args.cases and tab_equal == tab_cases
+        and v_equal == args.viou_pairs)
+  return 0 if ok else 1
 
 
 if __name__ == "__main__":

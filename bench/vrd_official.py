@@ -39,6 +39,12 @@ def load(checkout: str, protocol: str):
   return importlib.import_module(f"{name}.{module}")
 
 
+def load_common(checkout: str):
+  """The official `evaluation/common.py` (its `viou`) from `checkout`."""
+  load(checkout, "helper")
+  return importlib.import_module("_official_vrd_helper.common")
+
+
 def run(mod, groundtruth, prediction, protocol):
   """Calls the official `evaluate`, silencing its prints and progress bar.
 

@@ -16,25 +16,41 @@ import lzma
 import os
 
 import numpy as np
+import pytest
 
+from relations.evaluators.vrd import columns
 from relations.evaluators.vrd import scoring
 
 _FIXTURE = os.path.join(os.path.dirname(__file__), "official_cases.json.xz")
 
 
-def _ours(case, protocol, split):
+def _ours(case, protocol, split, tables=False):
   gt, pred = case["groundtruth"], case["prediction"]
   if split != "all":
     zs = scoring.zero_shot_triplets(
         gt, {"train": [{"triplet": t} for t in case["train_triplets"]]})
     gt, pred = scoring.zero_shot_split(gt, pred, zs,
                                        split == "generalized_zero_shot")
+  if tables:
+    return scoring.evaluate_tables(columns.RelationTable.from_dicts(gt),
+                                   columns.RelationTable.from_dicts(pred),
+                                   protocol)
   return scoring.evaluate(gt, pred, protocol)
 
 
-def test_every_recorded_official_result_is_reproduced():
+def _int_scores(case):
+  return any(isinstance(p["score"], int)
+             for ps in case["prediction"].values() for p in ps)
+
+
+@pytest.mark.parametrize("tables", [False, True], ids=["dicts", "tables"])
+def test_every_recorded_official_result_is_reproduced(tables):
+  # tables=True: the array path (`evaluate_tables`), which takes float64
+  # scores, on every case without integer scores.
   with lzma.open(_FIXTURE, "rt") as f:
     cases = json.load(f)["cases"]
+  if tables:
+    cases = [c for c in cases if not _int_scores(c["case"])]
   assert len(cases) >= 200
   compared = refused = 0
   failures = []
@@ -42,7 +58,7 @@ def test_every_recorded_official_result_is_reproduced():
     for key, off in rec["official"].items():
       protocol, split = key.split("/")
       try:
-        r = _ours(rec["case"], protocol, split)
+        r = _ours(rec["case"], protocol, split, tables)
       except scoring.ScoringError as e:
         if off["status"] != "error":
           failures.append(f"case {i} {key}: we refused ({e}), official ok")

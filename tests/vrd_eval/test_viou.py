@@ -3,25 +3,29 @@
 import numpy as np
 import pytest
 
+from relations.evaluators.vrd import columns
 from relations.evaluators.vrd import kernels
-from relations.evaluators.vrd import overlaps
+
+_BOTH_INT = kernels.START_INT | kernels.END_INT
 
 
-def _vious(pairs):
+def _vious(pairs, flags=None):
   """vIoU of [(traj_a, dur_a, traj_b, dur_b)] through the store + kernels."""
-  store = overlaps.TrajectoryStore()
-  ta, tb, da, db = [], [], [], []
+  store = columns.TrajectoryStore()
+  trajs, ta, tb, da, db = [], [], [], [], []
   for a, d1, b, d2 in pairs:
-    ta.append(store.add(a))
-    tb.append(store.add(b))
+    for t in (a, b):
+      trajs.append(store.add(t))
+    ta.append(len(trajs) - 2)
+    tb.append(len(trajs) - 1)
     da.append(d1)
     db.append(d2)
-  boxes, offsets, lengths, volumes = store.finalize()
-  ones = np.ones(len(pairs), bool)
-  return overlaps.pair_vious(boxes, offsets, lengths, volumes,
-                             np.asarray(ta), np.asarray(tb),
-                             np.asarray(da, np.float64),
-                             np.asarray(db, np.float64), ones, ones)
+  offsets, lengths = np.asarray(trajs, np.int64).reshape(-1, 2).T
+  if flags is None:
+    flags = [(_BOTH_INT, _BOTH_INT)] * len(pairs)
+  fa, fb = np.asarray(flags, np.uint8).reshape(-1, 2).T
+  return kernels.pair_vious(store.boxes(), offsets, lengths, ta, tb, da, db,
+                            fa, fb)
 
 
 def _python_viou(t1, d1, t2, d2):
@@ -48,7 +52,7 @@ def _python_viou(t1, d1, t2, d2):
 def test_known_values():
   sq = [0, 0, 9, 9]                      # 10 x 10 = 100 with the +1 rule
   shifted = [5, 5, 14, 14]               # overlaps sq in 5 x 5 = 25
-  v, crash = _vious([
+  v, status = _vious([
       ([sq] * 3, (0, 3), [sq] * 3, (0, 3)),           # identical: 1
       ([shifted] * 2, (0, 2), [sq] * 2, (0, 2)),      # 50 / (400 - 50)
       ([sq] * 2, (0, 2), [sq] * 4, (0, 4)),           # 200 / 400
@@ -57,7 +61,7 @@ def test_known_values():
       # inverted box: no intersection, but "+1" area (-1) * (-1) = 1
       ([sq, [5, 5, 3, 3]], (0, 2), [sq], (0, 1)),     # 100 / (101 + 100 - 100)
   ])
-  assert not crash.any()
+  assert (status == kernels.OK).all()
   assert v.tolist() == [1.0, 50 / 350, 0.5, 0.0, 1.0, 100 / 101]
 
 
@@ -75,37 +79,80 @@ def test_float_boxes_bit_exact_with_python_arithmetic():
     s1 = int(rng.integers(0, 5))
     s2 = int(rng.integers(0, 5))
     pairs.append((a.tolist(), (s1, s1 + n), b.tolist(), (s2, s2 + n)))
-  got, crash = _vious(pairs)
+  got, status = _vious(pairs)
   want = [_python_viou(*p) for p in pairs]
-  assert not crash.any()
+  assert (status == kernels.OK).all()
   assert got.tolist() == want            # bit-identical, not approximately
 
 
-def test_sequential_sums_keep_input_order():
-  # 1e16 + 1 - 1e16: left to right gives 0, a pairwise/reassociated sum 1.
-  vals = np.array([1e16, 1.0, -1e16, 2.0, 3.0])
-  ids = np.array([0, 0, 0, 1, 1])
-  assert kernels.sequential_segment_sums(vals, ids, 2).tolist() == [0.0, 5.0]
+def test_volume_is_a_left_to_right_sum_without_fused_multiply_add():
+  # Areas -1, then (1 + 2**-30) * (1 - 2**-30) = 1 - 2**-60, which rounds to
+  # 1.0: Python gives -1 + 1.0 = 0.0, a fused multiply-add -2**-60.
+  e = 2.0 ** -30
+  fma_case = [[0, 0, -2, 0], [0, 0, e, -e]]
+  # 1e16 + 1 - 1e16: left to right 0.0, a pairwise / reassociated sum 1.0.
+  order_case = [[0, 0, 1e8 - 1, 1e8 - 1], [0, 0, 0, 0],
+                [0, 0, -1e8 - 1, 1e8 - 1]]
+  store = columns.TrajectoryStore()
+  offsets, lengths = zip(store.add(fma_case), store.add(order_case))
+  got = kernels.trajectory_volumes(store.boxes(), offsets, lengths)
+  want = []
+  for t in (fma_case, order_case):
+    v = 0
+    for b in t:
+      v += (b[2] - b[0] + 1) * (b[3] - b[1] + 1)
+    want.append(v)
+  assert want == [0.0, 0.0]
+  assert got.tolist() == want
+  assert np.signbit(got).tolist() == [False, False]
 
 
-def test_crash_flags_match_official_failures():
+def test_crash_status_match_official_failures():
   sq = [0, 0, 9, 9]
-  v, crash = _vious([
+  v, status = _vious([
       ([sq] * 1, (0, 3), [sq] * 3, (0, 3)),   # shared frame 1 has no box
       ([sq] * 1, (0, 3), [sq] * 3, (0, 1)),   # only frame 0 shared: fine
       ([[0, 0, -1, 5]], (0, 1), [[0, 0, -1, 5]], (0, 1)),  # 0 / 0 volumes
       ([sq] * 1, (0, 3), [sq] * 3, (7, 9)),   # disjoint: never indexed
+      ([[0, 0, 9]], (0, 1), [sq], (0, 1)),    # not a 4-number box
+      ([[0, 0, 9]], (0, 1), [sq], (2, 3)),    # ... never read: fine
   ])
-  assert crash.tolist() == [True, False, True, False]
+  assert status.tolist() == [kernels.INDEX_ERROR, kernels.OK,
+                             kernels.ZERO_DIVISION, kernels.OK,
+                             kernels.BAD_TRAJECTORY, kernels.OK]
   assert v[1] == 100 / (100 + 300 - 100)
 
 
-@pytest.mark.parametrize("a,b,want", [
-    ([0, 0, 9, 9], [0, 0, 9, 9], 100.0),
-    ([0, 0, 9, 9], [20, 20, 29, 29], 0.0),
-    ([0.5, 0, 2.0, 0], [1.0, 0, 3.0, 0], 2.0),   # (2 - 1 + 1) * 1
+@pytest.mark.parametrize("d1,d2,raises", [
+    ((0, 3), (1, 4), False),
+    ((0., 3), (1, 4), True),      # range(tail_1 - head_1) of a float
+    ((0, 3), (1, 4.), False),     # e2 unused: tail_1 = e1 - s1
+    ((0, 5.), (1, 4), False),     # e1 unused: tail_1 = e2 - s1
+    ((0, 3.), (1, 4), True),
+    ((2, 3), (1., 4), True),      # d1[0] > d2[0]: index head_2 + i float
+    ((2, 3), (1., 2), False),     # ... disjoint, never evaluated
+    ((2, 1), (1., 4), False),     # ... empty shared window: no indexing
 ])
-def test_pair_intersection_areas(a, b, want):
-  store = np.asarray([a, b], np.float64)
-  got = kernels.pair_intersection_areas(store, np.array([0]), np.array([1]))
-  assert got.tolist() == [want]
+def test_type_errors_follow_the_official_branches(d1, d2, raises):
+  box = [0, 0, 9, 9]
+  t1, t2 = [box] * 5, [box] * 5
+  try:
+    _python_viou(t1, d1, t2, d2)
+    official_raises = False
+  except TypeError:
+    official_raises = True
+  assert official_raises == raises
+  flags = (columns.duration_flags(*d1), columns.duration_flags(*d2))
+  _, status = _vious([(t1, d1, t2, d2)], [flags])
+  assert (status[0] == kernels.TYPE_ERROR) == raises
+
+
+def test_store_marks_malformed_trajectories():
+  store = columns.TrajectoryStore()
+  assert store.add([[0, 0, 1, 1], [2, 2, 3, 3]]) == (0, 2)
+  assert store.add([[0, 0, 1, 1, 5], [2, 2, 3]]) == (0, -1)   # 5 + 3 numbers
+  assert store.add(None) == (0, -1)
+  assert store.add([["a", 0, 1, 1]])[1] == -1
+  assert store.add([[1.5, 2, 3, 4]]) == (2, 1)
+  assert store.boxes().tolist() == [[0, 0, 1, 1], [2, 2, 3, 3],
+                                    [1.5, 2, 3, 4]]

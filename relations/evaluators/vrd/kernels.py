@@ -1,242 +1,318 @@
-"""Jitted float64 array kernels of the official VidVRD scorer.
+"""Compiled (numba) kernels of the official VidVRD scorer: vIoU and matching.
 
-Exactness (the numbers must equal `evaluation/common.py::viou` of
-VidVRD-helper bit for bit, also on float boxes):
+Exactness (the numbers must equal `evaluation/common.py::viou` and
+`eval_detection_scores` of VidVRD-helper bit for bit, also on float boxes):
 
-- Everything runs in float64 under `jax.enable_x64`: the official code does
-  Python float (IEEE double) arithmetic; integer boxes stay exact in float64
-  while sums are below 2**53 (checked by the caller).
-- Python's `max(a, b)` / `min(a, b)` return the first argument unless the
-  second compares strictly greater / smaller; `_pymax` / `_pymin` copy that
-  (it differs from `jnp.maximum` only for NaN and signed zeros).
-- Sums are NOT done here. XLA:CPU contracts `acc + w * h` into one fused
-  multiply-add (verified on jax 0.10.2, `optimization_barrier` does not stop
-  it) and may reassociate reductions, which changes the last bit on float
-  boxes. The kernels therefore return per-frame areas (products only); the
-  caller accumulates them strictly left to right with `np.bincount` (a plain
-  sequential C loop), which is what the official `+=` loop does.
-- The division `inter / (v1 + v2 - inter)` has no multiply, so it is exact
-  IEEE here.
+- Every value is an IEEE double and every operation is done in the order the
+  official Python code does it: `(x2 - x1 + 1) * (y2 - y1 + 1)`, running sums
+  `v += area` strictly frame by frame, `inter / ((v1 + v2) - inter)`. Python
+  floats are IEEE doubles; integer boxes stay exact while the sums of |area|
+  are below 2**53 (the kernels report larger ones, see `TOO_LARGE`).
+- numba compiles without fast-math, so LLVM neither fuses `acc + w * h` into
+  one multiply-add nor reassociates the sums (XLA:CPU does both, which is why
+  the vIoU is not an XLA kernel: a fused multiply-add changes the last bit on
+  float boxes). `tests/vrd_eval/test_viou.py` checks the bits.
+- Python's `max(a, b)` / `min(a, b)` return `a` unless `b` compares strictly
+  greater / smaller; written out as such (differs from fmax for NaN / -0.0).
 
-Shapes are padded by the caller to a few bucket sizes so the jit cache stays
-small; padded entries are ignored.
+Work: the matcher evaluates exactly the (prediction, GT) pairs the official
+loop evaluates (same triplet, GT not yet detected, in ranked order) and reads
+boxes only for pairs whose durations overlap; a trajectory's volume is
+computed the first time a pair needs it, then reused (the official code
+recomputes it for every pair).
 """
 
-import functools
-
-import jax
-import jax.numpy as jnp
+import numba
 import numpy as np
 
+# Status codes of a vIoU evaluation: the exception the official code raises.
+OK = 0
+TYPE_ERROR = 1        # a duration bound is not an int where one is needed
+INDEX_ERROR = 2       # the box list does not cover the shared frames
+ZERO_DIVISION = 3     # vol_1 + vol_2 - inter == 0
+BAD_TRAJECTORY = 4    # the trajectory is not a list of 4-number boxes
+TOO_LARGE = 5         # sum of |area| >= 2**53: integer boxes not exact
 
-def _pymax(a, b):
-  """Python's max(a, b): b only if b > a."""
-  return jnp.where(b > a, b, a)
+# Bits of a duration's flags: which bound is a Python int.
+START_INT = 1
+END_INT = 2
 
-
-def _pymin(a, b):
-  """Python's min(a, b): b only if b < a."""
-  return jnp.where(b < a, b, a)
-
-
-@jax.jit
-def _box_areas(boxes):
-  x1, y1, x2, y2 = boxes[:, 0], boxes[:, 1], boxes[:, 2], boxes[:, 3]
-  # "(x2 - x1 + 1) * (y2 - y1 + 1)", evaluated left to right as in Python.
-  return ((x2 - x1) + 1.0) * ((y2 - y1) + 1.0)
+_EXACT_LIMIT = 2.0 ** 53
 
 
-@jax.jit
-def _pair_areas(store, idx_a, idx_b):
-  a = store[idx_a]
-  b = store[idx_b]
-  left = _pymax(a[:, 0], b[:, 0])
-  top = _pymax(a[:, 1], b[:, 1])
-  right = _pymin(a[:, 2], b[:, 2])
-  bottom = _pymin(a[:, 3], b[:, 3])
-  w = _pymax(0.0, (right - left) + 1.0)
-  h = _pymax(0.0, (bottom - top) + 1.0)
-  return w * h
+@numba.njit(cache=True, nogil=True)
+def _volume(boxes, offset, length):
+  """Official volume: sum over all boxes of (x2 - x1 + 1) * (y2 - y1 + 1)."""
+  v = 0.0
+  mag = 0.0
+  for i in range(offset, offset + length):
+    a = ((boxes[i, 2] - boxes[i, 0]) + 1.0) * ((boxes[i, 3] - boxes[i, 1])
+                                               + 1.0)
+    v += a
+    mag += abs(a)
+  return v, mag
 
 
-@jax.jit
-def _viou_from_sums(inter, vol_a, vol_b, disjoint):
+@numba.njit(cache=True, nogil=True)
+def _duration_types(s1, e1, f1, s2, e2, f2):
+  """Where the official `viou` raises TypeError on these durations.
+
+  Follows its branches: `range(tail_1 - head_1)` needs an int (returns
+  TYPE_ERROR), and with d1[0] > d2[0] the index `head_2 + i` (head_2 =
+  d1[0] - d2[0]) too, but only once the loop runs (returns INDEX_ERROR as a
+  marker for "the first index into traj_2 fails"); OK otherwise.
+  """
+  e_sel_int = (f1 & END_INT) if e1 < e2 else (f2 & END_INT)
+  if s1 <= s2:
+    if (f1 & START_INT) != 0 and (f2 & START_INT) != 0 and e_sel_int != 0:
+      return OK
+    return TYPE_ERROR
+  if (f1 & START_INT) == 0 or e_sel_int == 0:
+    return TYPE_ERROR
+  n = (e1 if e1 < e2 else e2) - s1
+  if n <= 0 or (f2 & START_INT) != 0:
+    return OK
+  return INDEX_ERROR
+
+
+@numba.njit(cache=True, nogil=True)
+def viou_one(boxes_a, off_a, len_a, vol_a, s1, e1, f1,
+             boxes_b, off_b, len_b, vol_b, s2, e2, f2):
+  """Official vIoU of trajectory a (duration [s1, e1)) and b ([s2, e2)).
+
+  Args:
+    boxes_a, boxes_b: [N, 4] float64 box stores.
+    off_a, len_a: first box and number of boxes of a in boxes_a (len < 0:
+      not a valid box list).
+    vol_a: volume of a (`_volume`), used only when the durations overlap.
+    s1, e1: duration bounds as float64; f1: START_INT / END_INT flags.
+    (same for b)
+
+  Returns:
+    (viou float64, status): status OK or the official exception's code.
+  """
+  if s1 >= e2 or e1 <= s2:
+    return 0.0, OK
+  if len_a < 0 or len_b < 0:
+    return 0.0, BAD_TRAJECTORY
+  types = _duration_types(s1, e1, f1, s2, e2, f2)
+  if types == TYPE_ERROR:
+    return 0.0, TYPE_ERROR
+  if types == INDEX_ERROR:
+    # The loop reads traj_1[0] (head_1 = 0) first, then fails on the float
+    # index into traj_2.
+    return 0.0, (INDEX_ERROR if len_a == 0 else TYPE_ERROR)
+  start = s2 if s1 <= s2 else s1
+  n = int((e1 if e1 < e2 else e2) - start)
+  inter = 0.0
+  if n > 0:
+    ha = off_a + int(start - s1)
+    hb = off_b + int(start - s2)
+    if ha - off_a + n > len_a or hb - off_b + n > len_b:
+      return 0.0, INDEX_ERROR
+    for i in range(n):
+      a0 = boxes_a[ha + i, 0]
+      a1 = boxes_a[ha + i, 1]
+      a2 = boxes_a[ha + i, 2]
+      a3 = boxes_a[ha + i, 3]
+      b0 = boxes_b[hb + i, 0]
+      b1 = boxes_b[hb + i, 1]
+      b2 = boxes_b[hb + i, 2]
+      b3 = boxes_b[hb + i, 3]
+      left = b0 if b0 > a0 else a0
+      top = b1 if b1 > a1 else a1
+      right = b2 if b2 < a2 else a2
+      bottom = b3 if b3 < a3 else a3
+      w = (right - left) + 1.0
+      h = (bottom - top) + 1.0
+      w = w if w > 0.0 else 0.0
+      h = h if h > 0.0 else 0.0
+      inter += w * h
   denom = (vol_a + vol_b) - inter
-  safe = jnp.where(denom == 0, 1.0, denom)
-  return jnp.where(disjoint, 0.0, inter / safe), denom == 0
+  if denom == 0.0:
+    return 0.0, ZERO_DIVISION
+  return inter / denom, OK
 
 
-def _bucket(n, minimum=1024):
-  """Smallest power of two >= max(n, minimum): few distinct jit shapes."""
-  return max(minimum, 1 << max(0, int(n - 1).bit_length()))
+@numba.njit(cache=True, nogil=True)
+def _cached_volume(boxes, offsets, lengths, vols, done, j, side, limit):
+  """Volume of trajectory (j, side), computed once; False if >= limit."""
+  if not done[j, side]:
+    if lengths[j, side] > 0:
+      v, mag = _volume(boxes, offsets[j, side], lengths[j, side])
+      if not mag < limit:
+        return v, False
+      vols[j, side] = v
+    done[j, side] = True
+  return vols[j, side], True
 
 
-def _pad(x, size, value=0):
-  if len(x) == size:
-    return x
-  # Only the tail is filled: writing the whole padded buffer twice showed up
-  # as a large share of the time on VidOR-sized inputs.
-  out = np.empty((size,) + x.shape[1:], dtype=x.dtype)
-  out[:len(x)] = x
-  out[len(x):] = value
-  return out
+@numba.njit(cache=True, nogil=True)
+def _side_viou(side, r, g, p_dur, p_flags, p_boxes, p_off, p_len, p_vol,
+               p_done, g_dur, g_flags, g_boxes, g_off, g_len, g_vol, g_done,
+               limit):
+  """vIoU of the subject (side 0) or object (1) trajectories of a pair."""
+  s1, e1 = p_dur[r, 0], p_dur[r, 1]
+  s2, e2 = g_dur[g, 0], g_dur[g, 1]
+  va = vb = 0.0
+  if not (s1 >= e2 or e1 <= s2):
+    va, ok_a = _cached_volume(p_boxes, p_off, p_len, p_vol, p_done, r, side,
+                              limit)
+    vb, ok_b = _cached_volume(g_boxes, g_off, g_len, g_vol, g_done, g, side,
+                              limit)
+    if not (ok_a and ok_b):
+      return 0.0, TOO_LARGE
+  return viou_one(p_boxes, p_off[r, side], p_len[r, side], va, s1, e1,
+                  p_flags[r], g_boxes, g_off[g, side], g_len[g, side], vb, s2,
+                  e2, g_flags[g])
 
 
-# Elements per kernel call: bounds the transient memory of one call.
-_CHUNK = 1 << 21
+@numba.njit(cache=True, nogil=True)
+def _match(threshold, limit, p_bounds, g_bounds,
+           p_key, p_dur, p_flags, p_rel, p_boxes, p_off, p_len,
+           g_key, g_dur, g_flags, g_boxes, g_off, g_len, matched, crash):
+  p_vol = np.zeros(p_off.shape)
+  p_done = np.zeros(p_off.shape, np.bool_)
+  g_vol = np.zeros(g_off.shape)
+  g_done = np.zeros(g_off.shape, np.bool_)
+  for v in range(len(p_bounds) - 1):
+    g0 = g_bounds[v]
+    num_gt = g_bounds[v + 1] - g0
+    detected = np.zeros(num_gt, np.bool_)
+    for p in range(p_bounds[v], p_bounds[v + 1]):
+      key = p_key[p]
+      if key < 0:
+        continue
+      r = p_rel[p]
+      ov_max = -np.inf
+      k_max = -1
+      for k in range(num_gt):
+        g = g0 + k
+        if detected[k] or g_key[g] != key:
+          continue
+        o_iou = 0.0
+        s_iou, status = _side_viou(0, r, g, p_dur, p_flags, p_boxes, p_off,
+                                   p_len, p_vol, p_done, g_dur, g_flags,
+                                   g_boxes, g_off, g_len, g_vol, g_done, limit)
+        side = 0
+        if status == OK:
+          side = 1
+          o_iou, status = _side_viou(1, r, g, p_dur, p_flags, p_boxes, p_off,
+                                     p_len, p_vol, p_done, g_dur, g_flags,
+                                     g_boxes, g_off, g_len, g_vol, g_done,
+                                     limit)
+        if status != OK:
+          crash[0], crash[1], crash[2] = v, p, k
+          crash[3], crash[4] = side, status
+          return
+        ov = o_iou if o_iou < s_iou else s_iou       # Python min(s, o)
+        if ov >= threshold and ov > ov_max:
+          ov_max = ov
+          k_max = k
+      if k_max >= 0:
+        matched[p] = True
+        detected[k_max] = True
 
 
-def box_areas(boxes: np.ndarray) -> np.ndarray:
-  """Official "+1" box areas.
+def match(threshold, p_bounds, g_bounds, pred, gt, exact_ints=True):
+  """The official greedy matching of ranked predictions to GT, all videos.
 
-  Args:
-    boxes: [N, 4] float64 (x1, y1, x2, y2), inclusive pixel corners; inverted
-      boxes are not clipped (the official code does not clip either).
-
-  Returns:
-    [N] float64, `(x2 - x1 + 1) * (y2 - y1 + 1)` rounded as Python does.
-  """
-  boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
-  out = np.empty(len(boxes), np.float64)
-  with jax.enable_x64(True):
-    for s in range(0, len(boxes), _CHUNK):
-      part = boxes[s:s + _CHUNK]
-      size = _bucket(len(part))
-      out[s:s + len(part)] = np.asarray(
-          _box_areas(_pad(part, size)))[:len(part)]
-  return out
-
-
-def pair_intersection_areas(store: np.ndarray, idx_a: np.ndarray,
-                            idx_b: np.ndarray) -> np.ndarray:
-  """Per-frame intersection areas of box pairs, official "+1" convention.
-
-  Args:
-    store: [N, 4] float64 boxes.
-    idx_a, idx_b: [E] int indices into `store`, the two boxes of each element.
-
-  Returns:
-    [E] float64, `max(0, R - L + 1) * max(0, B - T + 1)` with
-    L = max(x1), T = max(y1), R = min(x2), B = min(y2) (Python max/min).
-  """
-  store = np.asarray(store, np.float64).reshape(-1, 4)
-  if not len(store):
-    store = np.zeros((1, 4))
-  e = len(idx_a)
-  out = np.empty(e, np.float64)
-  with jax.enable_x64(True):
-    dev_store = jnp.asarray(_pad(store, _bucket(len(store))))
-    for s in range(0, e, _CHUNK):
-      a = idx_a[s:s + _CHUNK]
-      b = idx_b[s:s + _CHUNK]
-      size = _bucket(len(a))
-      res = _pair_areas(dev_store, _pad(a.astype(np.int64), size),
-                        _pad(b.astype(np.int64), size))
-      out[s:s + len(a)] = np.asarray(res)[:len(a)]
-  return out
-
-
-def sequential_segment_sums(values: np.ndarray, segment_ids: np.ndarray,
-                            num_segments: int) -> np.ndarray:
-  """Sums of `values` per segment, accumulated strictly in input order.
-
-  `np.bincount` with weights runs `out[id[i]] += w[i]` for i = 0, 1, ...,
-  i.e. exactly the official `v += area` loop when the elements of one
-  segment appear in frame order. Starting from 0.0 instead of the int 0 of
-  the official loop gives the same double.
-
-  Args:
-    values: [E] float64.
-    segment_ids: [E] int in [0, num_segments).
-    num_segments: number of segments.
-
-  Returns:
-    [num_segments] float64.
-  """
-  if not len(values):
-    return np.zeros(num_segments, np.float64)
-  return np.bincount(segment_ids, weights=values, minlength=num_segments)
-
-
-def viou_from_sums(inter, vol_a, vol_b, disjoint):
-  """vIoU = inter / (vol_a + vol_b - inter), 0 for disjoint durations.
+  For each video, predictions in ranked order take the not-yet-detected GT
+  of the same triplet with the largest ov = min(sub vIoU, obj vIoU) >=
+  threshold (the first GT on ties); a GT is consumed once.
 
   Args:
-    inter, vol_a, vol_b: [K] float64 sequential sums (see above).
-    disjoint: [K] bool, the durations do not overlap (official returns 0.).
-
-  Returns:
-    (viou [K] float64, zero_division [K] bool). Where `zero_division` is true
-    and `disjoint` false the official code raises ZeroDivisionError.
-  """
-  k = len(inter)
-  if not k:
-    return np.zeros(0), np.zeros(0, bool)
-  size = _bucket(k)
-  with jax.enable_x64(True):
-    v, z = _viou_from_sums(_pad(np.asarray(inter, np.float64), size),
-                           _pad(np.asarray(vol_a, np.float64), size, 1.0),
-                           _pad(np.asarray(vol_b, np.float64), size, 1.0),
-                           _pad(np.asarray(disjoint, bool), size, True))
-    return np.asarray(v)[:k], np.asarray(z)[:k] & ~np.asarray(disjoint, bool)
-
-
-@functools.partial(jax.jit, static_argnames=())
-def _greedy(ov, live0, crash, threshold):
-  """Greedy matching over predictions (scan axis 1), batched over videos."""
-  num_gt = ov.shape[2]
-  gt_ids = jnp.arange(num_gt)
-
-  def step(detected, xs):
-    ov_p, same_p, crash_p = xs  # [V, G] each
-    live = same_p & ~detected
-    crash_hit = jnp.any(live & crash_p, axis=1)
-    # Official rule: among live GT with ov >= threshold keep the first one
-    # with the strictly largest ov; `argmax` returns the first maximum.
-    valid = live & (ov_p >= threshold) & ~crash_p
-    cand = jnp.where(valid, ov_p, -jnp.inf)
-    k = jnp.argmax(cand, axis=1)
-    ok = jnp.any(valid, axis=1)
-    detected = detected | (ok[:, None] & (gt_ids[None, :] == k[:, None]))
-    return detected, (ok, jnp.where(ok, k, -1), crash_hit)
-
-  xs = (jnp.swapaxes(ov, 0, 1), jnp.swapaxes(live0, 0, 1),
-        jnp.swapaxes(crash, 0, 1))
-  detected0 = jnp.zeros((ov.shape[0], num_gt), bool)
-  _, (ok, k, crash_hit) = jax.lax.scan(step, detected0, xs)
-  return ok.T, k.T, crash_hit.T
-
-
-def greedy_match(ov: np.ndarray, same: np.ndarray, crash: np.ndarray,
-                 threshold: float):
-  """The official greedy assignment, for a batch of videos.
-
-  Predictions are processed in the given order (already score-sorted);
-  each takes the not-yet-detected GT of the same triplet with the largest
-  ov >= threshold, the first GT index winning ties; a GT is consumed once.
-
-  Args:
-    ov: [V, P, G] float64 min(sub vIoU, obj vIoU).
-    same: [V, P, G] bool, the triplets are equal (padding: False).
-    crash: [V, P, G] bool, evaluating this pair raises in the official code.
     threshold: vIoU threshold (0.5).
+    p_bounds: [V+1] int64, ranked predictions of video v are
+      p_bounds[v]:p_bounds[v+1].
+    g_bounds: [V+1] int64, GT of video v are g_bounds[v]:g_bounds[v+1].
+    pred: dict of the ranked predictions: "key" [P] int64 triplet id (< 0:
+      no GT has it), "rel" [P] int64 row of the prediction in the arrays
+      below, "dur" [R, 2] float64, "flags" [R] uint8 (START_INT | END_INT),
+      "boxes" [N, 4] float64, "off" / "len" [R, 2] int64 first box and box
+      count of (subject, object) (len < 0: not a valid box list).
+    gt: the same for GT rows (no "rel"; GT row g is g).
+    exact_ints: boxes may be Python ints (JSON input): refuse trajectories
+      whose sum of |area| reaches 2**53, where float64 would round and the
+      official integer arithmetic would not. False for float64 array input
+      (the official float arithmetic is float64 too).
 
   Returns:
-    matched [V, P] bool, gt_index [V, P] int (-1 if none), crash_hit [V, P]
-    bool (the official code would evaluate a crashing pair at this step).
+    (matched [P] bool, crash [5] int64): crash = (video, ranked prediction,
+    GT index within the video, side 0 subject / 1 object, status) of the
+    first pair the official code fails on (status OK: none); matching stops
+    there.
   """
-  v, p, g = ov.shape
-  if not (v and p and g):
-    return (np.zeros((v, p), bool), np.full((v, p), -1, np.int64),
-            np.zeros((v, p), bool))
-  sv, sp, sg = _bucket(v, 8), _bucket(p, 8), _bucket(g, 8)
-  def pad3(x, value):
-    out = np.full((sv, sp, sg), value, x.dtype)
-    out[:v, :p, :g] = x
-    return out
-  with jax.enable_x64(True):
-    ok, k, hit = _greedy(pad3(ov.astype(np.float64), -np.inf),
-                         pad3(same, False), pad3(crash, False),
-                         np.float64(threshold))
-    return (np.asarray(ok)[:v, :p], np.asarray(k)[:v, :p],
-            np.asarray(hit)[:v, :p])
+  matched = np.zeros(len(pred["key"]), np.bool_)
+  crash = np.zeros(5, np.int64)
+  _match(float(threshold), _EXACT_LIMIT if exact_ints else np.inf,
+         np.asarray(p_bounds, np.int64),
+         np.asarray(g_bounds, np.int64),
+         pred["key"], pred["dur"], pred["flags"], pred["rel"], pred["boxes"],
+         pred["off"], pred["len"], gt["key"], gt["dur"], gt["flags"],
+         gt["boxes"], gt["off"], gt["len"], matched, crash)
+  return matched, crash
+
+
+@numba.njit(cache=True, nogil=True)
+def _volumes(boxes, offsets, lengths, out):
+  for j in range(len(offsets)):
+    if lengths[j] > 0:
+      out[j], _ = _volume(boxes, offsets[j], lengths[j])
+
+
+def trajectory_volumes(boxes, offsets, lengths) -> np.ndarray:
+  """Official volumes: per trajectory, the running sum of "+1" box areas.
+
+  Args:
+    boxes: [N, 4] float64; offsets, lengths: [T] int64.
+
+  Returns:
+    [T] float64, sum_i (x2 - x1 + 1) * (y2 - y1 + 1) accumulated in box
+    order exactly as the official `v1 += ...` loop.
+  """
+  out = np.zeros(len(offsets))
+  _volumes(np.asarray(boxes, np.float64).reshape(-1, 4),
+           np.asarray(offsets, np.int64), np.asarray(lengths, np.int64), out)
+  return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _pair_vious(boxes, offsets, lengths, ta, tb, dur_a, dur_b, flags_a,
+                flags_b, out, status):
+  vols = np.zeros(len(offsets))
+  for j in range(len(offsets)):
+    if lengths[j] > 0:
+      vols[j], _ = _volume(boxes, offsets[j], lengths[j])
+  for k in range(len(ta)):
+    a, b = ta[k], tb[k]
+    out[k], status[k] = viou_one(
+        boxes, offsets[a], lengths[a], vols[a], dur_a[k, 0], dur_a[k, 1],
+        flags_a[k], boxes, offsets[b], lengths[b], vols[b], dur_b[k, 0],
+        dur_b[k, 1], flags_b[k])
+
+
+def pair_vious(boxes, offsets, lengths, traj_a, traj_b, dur_a, dur_b,
+               flags_a, flags_b):
+  """Official vIoU of K trajectory pairs (reference / tests).
+
+  Args:
+    boxes: [N, 4] float64; offsets, lengths: [T] int64 trajectories.
+    traj_a, traj_b: [K] int64 trajectory ids.
+    dur_a, dur_b: [K, 2] float64 durations [start, end).
+    flags_a, flags_b: [K] uint8 START_INT | END_INT.
+
+  Returns:
+    (viou [K] float64, status [K] int64), 0 where status != OK.
+  """
+  k = len(traj_a)
+  out = np.zeros(k)
+  status = np.zeros(k, np.int64)
+  _pair_vious(np.asarray(boxes, np.float64).reshape(-1, 4),
+              np.asarray(offsets, np.int64), np.asarray(lengths, np.int64),
+              np.asarray(traj_a, np.int64), np.asarray(traj_b, np.int64),
+              np.asarray(dur_a, np.float64).reshape(-1, 2),
+              np.asarray(dur_b, np.float64).reshape(-1, 2),
+              np.asarray(flags_a, np.uint8), np.asarray(flags_b, np.uint8),
+              out, status)
+  return out, status

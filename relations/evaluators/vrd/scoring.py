@@ -18,8 +18,14 @@ as a false positive (the official `isfinite(hit_scores)`); VOC all-points AP;
 mAP is the plain mean over videos with >= 1 GT; R@N is micro-averaged;
 tagging P@k is read at min(k, #unique triplets).
 
-Only the candidate pairs (same triplet) are converted to arrays: the
-official code never reads the boxes of other predictions either.
+`evaluate_tables(gt_table, pred_table)` scores `columns.RelationTable`s
+(flat arrays, e.g. a model's predictions) with the same rules.
+
+Work (spec 1.2-1.3): the compiled matcher (`kernels.match`) evaluates only
+the pairs the official loop evaluates (same triplet, GT not yet detected)
+and reads boxes only where the durations overlap; from dicts, only the
+trajectories of same-triplet pairs with overlapping durations are converted
+to arrays (the official code never reads the others either).
 
 Anything the official code cannot score raises `ScoringError` naming the
 video, the prediction (submission index) and the field.
@@ -30,20 +36,15 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from relations.evaluators.vrd import columns
 from relations.evaluators.vrd import kernels
 from relations.evaluators.vrd import metrics
-from relations.evaluators.vrd import overlaps
 
 PROTOCOLS = ("helper", "vru20")
 VRU20_TOP = 200
 DET_NRETURNS = (50, 100)
 TAG_NRETURNS = (1, 5, 10)
 METRIC_KEYS = ("mAP", "R@50", "R@100", "P@1", "P@5", "P@10")
-
-# Greedy-matching tensors ([videos, candidates, GT]) per batch.
-_GREEDY_ENTRIES = 1 << 22
-# Boxes converted per batch of videos (bounds memory).
-_BOXES_PER_BATCH = 1 << 22
 
 
 class ScoringError(ValueError):
@@ -114,20 +115,7 @@ def _duration_of(vid, i, rel, what):
              for x in d[:2])):
     raise ScoringError(f"video {vid!r}, {what} {i}, field 'duration': "
                        f"expected [start, end] numbers, got {d!r}")
-  return (float(d[0]), float(d[1]),
-          isinstance(d[0], int) and isinstance(d[1], int))
-
-
-def _traj_of(vid, i, rel, key, what, store):
-  t = rel.get(key)
-  if not isinstance(t, (list, tuple)):
-    raise ScoringError(f"video {vid!r}, {what} {i}, field {key!r}: "
-                       f"expected a list of boxes, got {type(t).__name__}")
-  try:
-    return store.add(t)
-  except (TypeError, ValueError) as e:
-    raise ScoringError(f"video {vid!r}, {what} {i}, field {key!r}: boxes "
-                       f"must be [x1, y1, x2, y2] numbers ({e})") from None
+  return float(d[0]), float(d[1]), columns.duration_flags(d[0], d[1])
 
 
 @dataclasses.dataclass
@@ -135,9 +123,11 @@ class _Video:
   vid: str
   gts: list
   order: list            # submission indices in ranked order (after the cut)
-  scores: list           # ranked scores
+  scores: Any            # ranked scores (list of Python numbers or float64)
   triplets: list         # ranked triplets
-  cand_pos: list = dataclasses.field(default_factory=list)  # ranked positions
+  tkeys: Any = None      # ranked triplet ids
+  gt_tkeys: Any = None   # set of the GT triplet ids
+  num_gt: int = 0
   matched: Any = None    # [len(order)] bool
 
 
@@ -151,136 +141,114 @@ def _prepare(vid, gts, preds, top):
   order = sorted(range(len(preds)), key=scores.__getitem__, reverse=True)
   if top is not None:
     order = order[:top]
-  return _Video(vid=vid, gts=gts, order=order,
+  return _Video(vid=vid, gts=gts, order=order, num_gt=len(gts),
                 scores=[scores[i] for i in order],
                 triplets=[_triplet_of(vid, i, preds[i]) for i in order])
 
 
-def _match_batch(batch, prediction, threshold):
-  """Greedy matching for a batch of `_Video`s; fills `.matched`."""
-  store = overlaps.TrajectoryStore()
-  # Per trajectory-pair rows: (video slot, candidate slot, gt index).
-  rows_v, rows_c, rows_g = [], [], []
-  ta_s, tb_s, ta_o, tb_o = [], [], [], []
-  dur_a, dur_b, int_a, int_b = [], [], [], []
-  max_c = max_g = 0
-  for slot, v in enumerate(batch):
+def _dict_inputs(videos, prediction):
+  """Matcher inputs from the official dicts, converting only needed boxes.
+
+  The official loop reads the boxes of a (prediction, GT) pair only when the
+  triplets are equal and the durations overlap; only trajectories of such
+  pairs are converted. Fills `tkeys` / `gt_tkeys` of each video.
+  """
+  vocab = {}
+  store = columns.TrajectoryStore()
+  no_traj = ((0, 0), (0, 0))
+  pk, pd, pf, ptraj, p_bounds = [], [], [], [], [0]
+  gk, gd, gf, gtraj_all, g_bounds = [], [], [], [], [0]
+  for v in videos:
+    preds = prediction.get(v.vid, [])
     by_triplet = {}
     for g, rel in enumerate(v.gts):
-      by_triplet.setdefault(_triplet_of(v.vid, g, rel, "ground truth"),
-                            []).append(g)
-    gt_traj, gt_dur = {}, {}
-    preds = prediction.get(v.vid, [])
-    c = 0
+      t = _triplet_of(v.vid, g, rel, "ground truth")
+      by_triplet.setdefault(t, []).append(g)
+      gk.append(vocab.setdefault(t, len(vocab)))
+    v.gt_tkeys = {vocab[t] for t in by_triplet}
+    v.tkeys = [vocab.setdefault(t, len(vocab)) for t in v.triplets]
+    gdur = [None] * len(v.gts)
+    gtraj = [no_traj] * len(v.gts)
     for pos, t in enumerate(v.triplets):
       gl = by_triplet.get(t)
       if gl is None:
+        pk.append(-1)
+        pd.append((0., 0.))
+        pf.append(0)
+        ptraj.append(no_traj)
         continue
       i = v.order[pos]
       p = preds[i]
-      ps, pe, pint = _duration_of(v.vid, i, p, "prediction")
-      pa = po = None
+      ps, pe, flags = _duration_of(v.vid, i, p, "prediction")
+      need = False
       for g in gl:
-        if g not in gt_dur:
-          gt_dur[g] = _duration_of(v.vid, g, v.gts[g], "ground truth")
-        s2, e2, gint = gt_dur[g]
-        if ps >= e2 or pe <= s2:
-          # Disjoint durations: the official vIoU is 0. without reading a
-          # box, so the pair can neither match nor fail; skip it (and the
-          # conversion of trajectories only such pairs would need).
-          continue
-        if pa is None:
-          pa = _traj_of(v.vid, i, p, "sub_traj", "prediction", store)
-          po = _traj_of(v.vid, i, p, "obj_traj", "prediction", store)
-        if g not in gt_traj:
-          rel = v.gts[g]
-          gt_traj[g] = (
-              _traj_of(v.vid, g, rel, "sub_traj", "ground truth", store),
-              _traj_of(v.vid, g, rel, "obj_traj", "ground truth", store))
-        gs, go = gt_traj[g]
-        rows_v.append(slot)
-        rows_c.append(c)
-        rows_g.append(g)
-        ta_s.append(pa)
-        tb_s.append(gs)
-        ta_o.append(po)
-        tb_o.append(go)
-        dur_a.append((ps, pe))
-        dur_b.append((s2, e2))
-        int_a.append(pint)
-        int_b.append(gint)
-      v.cand_pos.append(pos)
-      c += 1
-    max_c = max(max_c, c)
-    max_g = max(max_g, len(v.gts))
+        if gdur[g] is None:
+          gdur[g] = _duration_of(v.vid, g, v.gts[g], "ground truth")
+          gtraj[g] = None
+        s2, e2, _ = gdur[g]
+        if not (ps >= e2 or pe <= s2):
+          need = True
+          if gtraj[g] is None:
+            rel = v.gts[g]
+            gtraj[g] = (store.add(_get(rel, "sub_traj")),
+                        store.add(_get(rel, "obj_traj")))
+      pk.append(vocab[t])
+      pd.append((ps, pe))
+      pf.append(flags)
+      ptraj.append((store.add(_get(p, "sub_traj")),
+                    store.add(_get(p, "obj_traj"))) if need else no_traj)
+    for g in range(len(v.gts)):
+      d = gdur[g] or (0., 0., 0)
+      gd.append(d[:2])
+      gf.append(d[2])
+      gtraj_all.append(gtraj[g] or no_traj)
+    p_bounds.append(len(pk))
+    g_bounds.append(len(gk))
+  boxes = store.boxes()
 
-  for v in batch:
-    v.matched = np.zeros(len(v.order), bool)
-  if not rows_v:
-    return
-  boxes, offsets, lengths, volumes = store.finalize()
-  k = len(rows_v)
-  dur_a = np.asarray(dur_a, np.float64).reshape(k, 2)
-  dur_b = np.asarray(dur_b, np.float64).reshape(k, 2)
-  int_a = np.asarray(int_a, bool)
-  int_b = np.asarray(int_b, bool)
-  # Subject and object pairs in one call.
-  viou, crash = overlaps.pair_vious(
-      boxes, offsets, lengths, volumes,
-      np.asarray(ta_s + ta_o, np.int64), np.asarray(tb_s + tb_o, np.int64),
-      np.concatenate([dur_a, dur_a]), np.concatenate([dur_b, dur_b]),
-      np.concatenate([int_a, int_a]), np.concatenate([int_b, int_b]))
-  s_iou, o_iou = viou[:k], viou[k:]
-  ov = np.where(o_iou < s_iou, o_iou, s_iou)  # Python min(s_iou, o_iou)
-  pair_crash = crash[:k] | crash[k:]
+  def table(keys, durs, flags, trajs):
+    t = np.asarray(trajs, np.int64).reshape(-1, 2, 2)
+    return {"key": np.asarray(keys, np.int64),
+            "dur": np.asarray(durs, np.float64).reshape(-1, 2),
+            "flags": np.asarray(flags, np.uint8), "boxes": boxes,
+            "off": np.ascontiguousarray(t[:, :, 0]),
+            "len": np.ascontiguousarray(t[:, :, 1])}
+  pred = table(pk, pd, pf, ptraj)
+  pred["rel"] = np.arange(len(pk), dtype=np.int64)
+  return p_bounds, g_bounds, pred, table(gk, gd, gf, gtraj_all)
 
-  shape = (len(batch), max_c, max_g)
-  ov_t = np.full(shape, -np.inf)
-  same_t = np.zeros(shape, bool)
-  crash_t = np.zeros(shape, bool)
-  rv, rc, rg = np.asarray(rows_v), np.asarray(rows_c), np.asarray(rows_g)
-  ov_t[rv, rc, rg] = ov
-  same_t[rv, rc, rg] = True
-  crash_t[rv, rc, rg] = pair_crash
-  ok, _, crash_hit = kernels.greedy_match(ov_t, same_t, crash_t, threshold)
-  if crash_hit.any():
-    slot, c = map(int, np.argwhere(crash_hit)[0])
-    v = batch[slot]
-    i = v.order[v.cand_pos[c]]
-    sel = (rv == slot) & (rc == c) & pair_crash
-    g = int(rg[sel][0])
-    field = "sub_traj" if crash[:k][sel][0] else "obj_traj"
+
+def _get(rel, key):
+  return rel.get(key) if isinstance(rel, Mapping) else None
+
+
+_CRASHES = {
+    kernels.TYPE_ERROR: "a duration bound is not an integer (TypeError)",
+    kernels.INDEX_ERROR: "its box list does not cover the frames shared by "
+                         "the two durations (IndexError)",
+    kernels.ZERO_DIVISION: "the vIoU denominator is 0 (ZeroDivisionError)",
+    kernels.BAD_TRAJECTORY: "a trajectory is not a list of [x1, y1, x2, y2] "
+                            "numbers",
+    kernels.TOO_LARGE: "box areas sum to >= 2**53 within one trajectory: "
+                       "integer coordinates too large to score exactly",
+}
+
+
+def _run_matcher(videos, p_bounds, g_bounds, pred, gt, threshold,
+                 exact_ints, index_of):
+  """Runs the matcher; fills `matched`; raises on the official failures."""
+  matched, crash = kernels.match(threshold, p_bounds, g_bounds, pred, gt,
+                                 exact_ints)
+  if crash[4] != kernels.OK:
+    v, p, g, side, status = map(int, crash)
+    video = videos[v]
+    field = "sub_traj" if side == 0 else "obj_traj"
     raise ScoringError(
-        f"{_where(v.vid, i, field)}: the official scorer cannot evaluate it "
-        f"against ground truth {g} (its box list does not cover the shared "
-        "frames of the two durations, a duration bound is not an integer, "
-        "or the vIoU denominator is 0)")
-  for slot, v in enumerate(batch):
-    n = len(v.cand_pos)
-    if n:
-      v.matched[np.asarray(v.cand_pos)] = ok[slot, :n]
-
-
-def _batches(videos, prediction):
-  """Groups videos so one batch converts a bounded number of boxes."""
-  batch, boxes, entries = [], 0, 0
-  for v in videos:
-    preds = prediction.get(v.vid, [])
-    gt_t = {tuple(r["triplet"]) if isinstance(r, Mapping) and isinstance(
-        r.get("triplet"), (list, tuple)) else None for r in v.gts}
-    nb = sum(len(r.get("sub_traj") or ()) for r in v.gts)
-    nb += sum(len(preds[i].get("sub_traj") or ())
-              for i, t in zip(v.order, v.triplets) if t in gt_t)
-    ne = len(v.order) * max(1, len(v.gts))
-    if batch and (boxes + nb > _BOXES_PER_BATCH
-                  or entries + ne > _GREEDY_ENTRIES):
-      yield batch
-      batch, boxes, entries = [], 0, 0
-    batch.append(v)
-    boxes += nb
-    entries += ne
-  if batch:
-    yield batch
+        f"{_where(video.vid, index_of(v, p - p_bounds[v]), field)}: the "
+        f"official scorer fails evaluating it against ground truth {g}: "
+        f"{_CRASHES[status]}")
+  for i, v in enumerate(videos):
+    v.matched = matched[p_bounds[i]:p_bounds[i + 1]]
 
 
 def evaluate(groundtruth: Mapping[str, Sequence[Mapping]],
@@ -318,27 +286,141 @@ def evaluate(groundtruth: Mapping[str, Sequence[Mapping]],
   if not videos:
     raise ScoringError("no video has ground truth (the official scorer fails "
                        "on np.concatenate([]))")
-  for batch in _batches(videos, prediction):
-    _match_batch(batch, prediction, viou_threshold)
+  p_bounds, g_bounds, pred, gt = _dict_inputs(videos, prediction)
+  _run_matcher(videos, p_bounds, g_bounds, pred, gt, viou_threshold,
+               exact_ints=True,
+               index_of=lambda v, pos: videos[v].order[pos])
+  return _summarise(videos, top)
 
+
+def evaluate_tables(groundtruth: columns.RelationTable,
+                    prediction: columns.RelationTable,
+                    protocol: str = "helper",
+                    viou_threshold: float = 0.5) -> Result:
+  """`evaluate` on array tables (e.g. a model's predictions, no JSON).
+
+  Same rules and numbers as `evaluate` on the equivalent dicts, with the
+  scores taken as float64 (an official scorer fed Python floats). Videos
+  are those of `groundtruth` with >= 1 row, in its order; predictions of
+  other videos are ignored.
+
+  Args:
+    groundtruth: GT table (`columns.RelationTable.from_dicts`).
+    prediction: prediction table (`from_relations` or `from_dicts`).
+    protocol, viou_threshold: as in `evaluate`.
+
+  Returns:
+    `Result`.
+
+  Raises:
+    ScoringError: as `evaluate`.
+  """
+  if protocol not in PROTOCOLS:
+    raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
+  top = VRU20_TOP if protocol == "vru20" else None
+  gt_vocab = {t: i for i, t in enumerate(groundtruth.triplets)}
+  n_gt_trip = len(gt_vocab)
+  # One id space: GT triplets first, then the other predicted ones.
+  pmap = np.asarray([gt_vocab.get(t, n_gt_trip + j)
+                     for j, t in enumerate(prediction.triplets)], np.int64)
+  pindex = {vid: i for i, vid in enumerate(prediction.video_ids)}
+  videos, rows, gsel = [], [], []
+  for i, vid in enumerate(groundtruth.video_ids):
+    grows = groundtruth.video_rows(i)
+    if grows.stop == grows.start:
+      continue
+    j = pindex.get(vid)
+    prows = (np.arange(0) if j is None else
+             np.arange(prediction.bounds[j], prediction.bounds[j + 1]))
+    videos.append(_Video(vid=vid, gts=None, order=None, scores=None,
+                         triplets=None, num_gt=grows.stop - grows.start))
+    rows.append(prows)
+    gsel.append(np.arange(grows.start, grows.stop))
+  if not videos:
+    raise ScoringError("no video has ground truth (the official scorer fails "
+                       "on np.concatenate([]))")
+  ranked, p_bounds = _rank(prediction.score, rows, top)
+  gsel = np.concatenate(gsel)
+  g_bounds = np.zeros(len(videos) + 1, np.int64)
+  np.cumsum([v.num_gt for v in videos], out=g_bounds[1:])
+  tkeys = pmap[prediction.triplet[ranked]] if len(pmap) else np.zeros(
+      len(ranked), np.int64)
+  gt_keys = groundtruth.triplet[gsel]
+  pred = {"key": np.where(tkeys < n_gt_trip, tkeys, -1),
+          "rel": ranked, "dur": prediction.duration,
+          "flags": prediction.flags, "boxes": prediction.boxes,
+          "off": prediction.offset, "len": prediction.length}
+  gt = {"key": gt_keys, "dur": groundtruth.duration[gsel],
+        "flags": groundtruth.flags[gsel], "boxes": groundtruth.boxes,
+        "off": groundtruth.offset[gsel], "len": groundtruth.length[gsel]}
+  scores = prediction.score[ranked]
+  for i, v in enumerate(videos):
+    sl = slice(p_bounds[i], p_bounds[i + 1])
+    v.scores = scores[sl].tolist()
+    v.tkeys = tkeys[sl].tolist()
+    v.gt_tkeys = set(gt_keys[g_bounds[i]:g_bounds[i + 1]].tolist())
+
+  def index_of(v, pos):
+    row = int(ranked[p_bounds[v] + pos])
+    return row - int(prediction.bounds[pindex[videos[v].vid]])
+  _run_matcher(videos, p_bounds, g_bounds, pred, gt, viou_threshold,
+               exact_ints=False, index_of=index_of)
+  return _summarise(videos, top)
+
+
+def _rank(score, rows, top):
+  """Ranked rows of each video: stable descending score, then the cut.
+
+  Returns (ranked rows [P] int64, bounds [V+1] int64).
+  """
+  counts = np.asarray([len(r) for r in rows], np.int64)
+  allrows = np.concatenate(rows).astype(np.int64) if rows else np.zeros(
+      0, np.int64)
+  video = np.repeat(np.arange(len(rows)), counts)
+  s = score[allrows]
+  # Stable ascending sort of -score == Python's stable descending sort
+  # (ties keep the submission order) when there is no NaN.
+  order = np.lexsort((-s, video))
+  ranked = allrows[order]
+  nan_videos = np.unique(video[np.isnan(s)])
+  starts = np.zeros(len(rows) + 1, np.int64)
+  np.cumsum(counts, out=starts[1:])
+  for v in nan_videos:
+    # Python's sort with NaN keys is not a total order; use it as is.
+    r = rows[v]
+    sv = score[r].tolist()
+    ranked[starts[v]:starts[v + 1]] = r[sorted(range(len(r)),
+                                               key=sv.__getitem__,
+                                               reverse=True)]
+  if top is None:
+    return ranked, starts
+  pos = np.arange(len(ranked)) - np.repeat(starts[:-1], counts)
+  keep = pos < top
+  kept = np.minimum(counts, top)
+  bounds = np.zeros(len(rows) + 1, np.int64)
+  np.cumsum(kept, out=bounds[1:])
+  return ranked[keep], bounds
+
+
+def _summarise(videos, top):
+  """The official AP / recall / tagging aggregation over matched videos."""
   video_ap = {}
   tp_at = {n: 0 for n in DET_NRETURNS}
   len_at = {n: 0 for n in DET_NRETURNS}
   prec_at = {k: [] for k in TAG_NRETURNS}
   tot_gt = 0
   for v in videos:
-    tot_gt += len(v.gts)
+    tot_gt += v.num_gt
     finite = np.isfinite(np.asarray(v.scores, np.float64).reshape(-1))
     hits = v.matched & finite
-    prec, rec = metrics.pr_curve(hits, len(v.gts))
+    prec, rec = metrics.pr_curve(hits, v.num_gt)
     video_ap[v.vid] = metrics.voc_ap(rec, prec)
     for n in DET_NRETURNS:
       tp_at[n] += int(hits[:n].sum())
       len_at[n] += min(n, hits.size)
     try:
-      tag = metrics.tagging_precision(
-          v.triplets, v.scores, {_triplet_of(v.vid, g, r, "ground truth")
-                                 for g, r in enumerate(v.gts)}, TAG_NRETURNS)
+      tag = metrics.tagging_precision(v.tkeys, v.scores, v.gt_tkeys,
+                                      TAG_NRETURNS)
     except OverflowError:
       raise ScoringError(
           f"video {v.vid!r}: all scores are integers and a predicted triplet "
