@@ -28,16 +28,17 @@ _chain = itertools.chain.from_iterable
 class TrajectoryStore:
   """Appends trajectories (lists of [x1, y1, x2, y2]) into one float64 array."""
 
-  def __init__(self):
-    self._parts = []
-    self._size = 0
+  def __init__(self, capacity: int = 1 << 14):
+    self.buffer = np.empty((capacity, 4), np.float64)
+    self.size = 0
 
   def add(self, boxes) -> tuple[int, int]:
     """Converts one trajectory; returns (offset, number of boxes).
 
     A value that is not a list of 4-number boxes gets the length -1: the
     official code fails only when it reads it (a pair with overlapping
-    durations), and the scorer reports it then.
+    durations), and the scorer reports it then. `buffer` may be
+    reallocated (offsets stay valid).
     """
     try:
       n = len(boxes)
@@ -50,16 +51,18 @@ class TrajectoryStore:
       arr = np.fromiter(_chain(boxes), np.float64, count=4 * n)
     except (TypeError, ValueError):
       return 0, -1
-    self._parts.append(arr)
-    offset = self._size
-    self._size += n
+    offset = self.size
+    if offset + n > len(self.buffer):
+      grown = np.empty((max(2 * len(self.buffer), offset + n), 4))
+      grown[:offset] = self.buffer[:offset]
+      self.buffer = grown
+    self.buffer[offset:offset + n] = arr.reshape(n, 4)
+    self.size += n
     return offset, n
 
   def boxes(self) -> np.ndarray:
-    """[N, 4] float64, all boxes added so far."""
-    if not self._parts:
-      return np.zeros((0, 4))
-    return np.concatenate(self._parts).reshape(-1, 4)
+    """[N, 4] float64, all boxes added so far (a view of `buffer`)."""
+    return self.buffer[:self.size]
 
 
 def duration_flags(start, end) -> int:

@@ -33,6 +33,9 @@ ZERO_DIVISION = 3     # vol_1 + vol_2 - inter == 0
 BAD_TRAJECTORY = 4    # the trajectory is not a list of 4-number boxes
 TOO_LARGE = 5         # sum of |area| >= 2**53: integer boxes not exact
 
+# Trajectory length of a row whose boxes are not converted yet (lazy input).
+NOT_LOADED = -2
+
 # Bits of a duration's flags: which bound is a Python int.
 START_INT = 1
 END_INT = 2
@@ -170,16 +173,21 @@ def _side_viou(side, r, g, p_dur, p_flags, p_boxes, p_off, p_len, p_vol,
 @numba.njit(cache=True, nogil=True)
 def _match(threshold, limit, p_bounds, g_bounds,
            p_key, p_dur, p_flags, p_rel, p_boxes, p_off, p_len,
-           g_key, g_dur, g_flags, g_boxes, g_off, g_len, matched, crash):
-  p_vol = np.zeros(p_off.shape)
-  p_done = np.zeros(p_off.shape, np.bool_)
-  g_vol = np.zeros(g_off.shape)
-  g_done = np.zeros(g_off.shape, np.bool_)
-  for v in range(len(p_bounds) - 1):
+           g_key, g_dur, g_flags, g_boxes, g_off, g_len,
+           matched, detected, p_vol, p_done, g_vol, g_done, state):
+  """Greedy matching from video state[0], ranked prediction state[1].
+
+  Stops at the first failing pair (state[4] = its status) or at the first
+  pair that needs a trajectory not loaded yet (state[4] = NOT_LOADED,
+  state[3] = 0 / 1 for a prediction / GT row, state[2] = that row); the
+  caller loads it and calls again with the same state, which restarts that
+  prediction (volumes are cached, so nothing is computed twice).
+  """
+  p0 = state[1]
+  for v in range(state[0], len(p_bounds) - 1):
     g0 = g_bounds[v]
     num_gt = g_bounds[v + 1] - g0
-    detected = np.zeros(num_gt, np.bool_)
-    for p in range(p_bounds[v], p_bounds[v + 1]):
+    for p in range(max(p0, p_bounds[v]), p_bounds[v + 1]):
       key = p_key[p]
       if key < 0:
         continue
@@ -188,8 +196,20 @@ def _match(threshold, limit, p_bounds, g_bounds,
       k_max = -1
       for k in range(num_gt):
         g = g0 + k
-        if detected[k] or g_key[g] != key:
+        if detected[g] or g_key[g] != key:
           continue
+        if not (p_dur[r, 0] >= g_dur[g, 1] or p_dur[r, 1] <= g_dur[g, 0]):
+          # Boxes are read: both rows must be loaded.
+          missing = -1
+          if p_len[r, 0] == NOT_LOADED or p_len[r, 1] == NOT_LOADED:
+            missing = 0
+          elif g_len[g, 0] == NOT_LOADED or g_len[g, 1] == NOT_LOADED:
+            missing = 1
+          if missing >= 0:
+            state[0], state[1] = v, p
+            state[2] = r if missing == 0 else g
+            state[3], state[4] = missing, NOT_LOADED
+            return
         o_iou = 0.0
         s_iou, status = _side_viou(0, r, g, p_dur, p_flags, p_boxes, p_off,
                                    p_len, p_vol, p_done, g_dur, g_flags,
@@ -202,8 +222,8 @@ def _match(threshold, limit, p_bounds, g_bounds,
                                      g_boxes, g_off, g_len, g_vol, g_done,
                                      limit)
         if status != OK:
-          crash[0], crash[1], crash[2] = v, p, k
-          crash[3], crash[4] = side, status
+          state[0], state[1], state[2] = v, p, k
+          state[3], state[4] = side, status
           return
         ov = o_iou if o_iou < s_iou else s_iou       # Python min(s, o)
         if ov >= threshold and ov > ov_max:
@@ -211,10 +231,13 @@ def _match(threshold, limit, p_bounds, g_bounds,
           k_max = k
       if k_max >= 0:
         matched[p] = True
-        detected[k_max] = True
+        detected[g0 + k_max] = True
+  state[0] = len(p_bounds) - 1
+  state[4] = OK
 
 
-def match(threshold, p_bounds, g_bounds, pred, gt, exact_ints=True):
+def match(threshold, p_bounds, g_bounds, pred, gt, exact_ints=True,
+          load=None):
   """The official greedy matching of ranked predictions to GT, all videos.
 
   For each video, predictions in ranked order take the not-yet-detected GT
@@ -230,12 +253,17 @@ def match(threshold, p_bounds, g_bounds, pred, gt, exact_ints=True):
       no GT has it), "rel" [P] int64 row of the prediction in the arrays
       below, "dur" [R, 2] float64, "flags" [R] uint8 (START_INT | END_INT),
       "boxes" [N, 4] float64, "off" / "len" [R, 2] int64 first box and box
-      count of (subject, object) (len < 0: not a valid box list).
+      count of (subject, object) (len -1: not a valid box list; NOT_LOADED:
+      not converted yet, see `load`).
     gt: the same for GT rows (no "rel"; GT row g is g).
     exact_ints: boxes may be Python ints (JSON input): refuse trajectories
       whose sum of |area| reaches 2**53, where float64 would round and the
       official integer arithmetic would not. False for float64 array input
       (the official float arithmetic is float64 too).
+    load: `load(which, row)` converts the trajectories of a prediction
+      (which 0) or GT (1) row on demand, updating "off" / "len" in place, and
+      returns the (possibly reallocated) boxes array; needed only if some
+      length is NOT_LOADED.
 
   Returns:
     (matched [P] bool, crash [5] int64): crash = (video, ranked prediction,
@@ -244,14 +272,28 @@ def match(threshold, p_bounds, g_bounds, pred, gt, exact_ints=True):
     there.
   """
   matched = np.zeros(len(pred["key"]), np.bool_)
-  crash = np.zeros(5, np.int64)
-  _match(float(threshold), _EXACT_LIMIT if exact_ints else np.inf,
-         np.asarray(p_bounds, np.int64),
-         np.asarray(g_bounds, np.int64),
-         pred["key"], pred["dur"], pred["flags"], pred["rel"], pred["boxes"],
-         pred["off"], pred["len"], gt["key"], gt["dur"], gt["flags"],
-         gt["boxes"], gt["off"], gt["len"], matched, crash)
-  return matched, crash
+  detected = np.zeros(len(gt["key"]), np.bool_)
+  p_vol, g_vol = np.zeros(pred["off"].shape), np.zeros(gt["off"].shape)
+  p_done = np.zeros(pred["off"].shape, np.bool_)
+  g_done = np.zeros(gt["off"].shape, np.bool_)
+  state = np.zeros(5, np.int64)
+  p_bounds = np.asarray(p_bounds, np.int64)
+  g_bounds = np.asarray(g_bounds, np.int64)
+  limit = _EXACT_LIMIT if exact_ints else np.inf
+  p_boxes, g_boxes = pred["boxes"], gt["boxes"]
+  while True:
+    _match(float(threshold), limit, p_bounds, g_bounds,
+           pred["key"], pred["dur"], pred["flags"], pred["rel"], p_boxes,
+           pred["off"], pred["len"], gt["key"], gt["dur"], gt["flags"],
+           g_boxes, gt["off"], gt["len"], matched, detected, p_vol, p_done,
+           g_vol, g_done, state)
+    if state[4] != NOT_LOADED:
+      return matched, state
+    boxes = load(int(state[3]), int(state[2]))
+    if state[3] == 0:
+      p_boxes = boxes
+    else:
+      g_boxes = boxes
 
 
 @numba.njit(cache=True, nogil=True)

@@ -147,75 +147,74 @@ def _prepare(vid, gts, preds, top):
 
 
 def _dict_inputs(videos, prediction):
-  """Matcher inputs from the official dicts, converting only needed boxes.
+  """Matcher inputs from the official dicts; boxes are converted on demand.
 
   The official loop reads the boxes of a (prediction, GT) pair only when the
-  triplets are equal and the durations overlap; only trajectories of such
-  pairs are converted. Fills `tkeys` / `gt_tkeys` of each video.
+  triplets are equal, the GT is not detected yet and the durations overlap;
+  every trajectory starts NOT_LOADED and `load` converts the rows the
+  matcher asks for. Fills `tkeys` / `gt_tkeys` of each video.
+
+  Returns:
+    (p_bounds, g_bounds, pred, gt, load) for `kernels.match`.
   """
   vocab = {}
-  store = columns.TrajectoryStore()
-  no_traj = ((0, 0), (0, 0))
-  pk, pd, pf, ptraj, p_bounds = [], [], [], [], [0]
-  gk, gd, gf, gtraj_all, g_bounds = [], [], [], [], [0]
+  pk, pd, pf, p_src, p_bounds = [], [], [], [], [0]
+  gk, gd, gf, g_src, g_bounds = [], [], [], [], [0]
   for v in videos:
     preds = prediction.get(v.vid, [])
-    by_triplet = {}
-    for g, rel in enumerate(v.gts):
-      t = _triplet_of(v.vid, g, rel, "ground truth")
-      by_triplet.setdefault(t, []).append(g)
-      gk.append(vocab.setdefault(t, len(vocab)))
-    v.gt_tkeys = {vocab[t] for t in by_triplet}
+    gt_t = [_triplet_of(v.vid, g, rel, "ground truth")
+            for g, rel in enumerate(v.gts)]
+    gk.extend(vocab.setdefault(t, len(vocab)) for t in gt_t)
+    gt_set = set(gt_t)
+    v.gt_tkeys = {vocab[t] for t in gt_set}
     v.tkeys = [vocab.setdefault(t, len(vocab)) for t in v.triplets]
-    gdur = [None] * len(v.gts)
-    gtraj = [no_traj] * len(v.gts)
+    used = set()
     for pos, t in enumerate(v.triplets):
-      gl = by_triplet.get(t)
-      if gl is None:
+      if t not in gt_set:
         pk.append(-1)
         pd.append((0., 0.))
         pf.append(0)
-        ptraj.append(no_traj)
+        p_src.append(None)
         continue
       i = v.order[pos]
-      p = preds[i]
-      ps, pe, flags = _duration_of(v.vid, i, p, "prediction")
-      need = False
-      for g in gl:
-        if gdur[g] is None:
-          gdur[g] = _duration_of(v.vid, g, v.gts[g], "ground truth")
-          gtraj[g] = None
-        s2, e2, _ = gdur[g]
-        if not (ps >= e2 or pe <= s2):
-          need = True
-          if gtraj[g] is None:
-            rel = v.gts[g]
-            gtraj[g] = (store.add(_get(rel, "sub_traj")),
-                        store.add(_get(rel, "obj_traj")))
+      ps, pe, flags = _duration_of(v.vid, i, preds[i], "prediction")
+      used.add(t)
       pk.append(vocab[t])
       pd.append((ps, pe))
       pf.append(flags)
-      ptraj.append((store.add(_get(p, "sub_traj")),
-                    store.add(_get(p, "obj_traj"))) if need else no_traj)
-    for g in range(len(v.gts)):
-      d = gdur[g] or (0., 0., 0)
-      gd.append(d[:2])
-      gf.append(d[2])
-      gtraj_all.append(gtraj[g] or no_traj)
+      p_src.append(preds[i])
+    for g, t in enumerate(gt_t):
+      if t in used:
+        s, e, flags = _duration_of(v.vid, g, v.gts[g], "ground truth")
+      else:
+        s, e, flags = 0., 0., 0   # never compared
+      gd.append((s, e))
+      gf.append(flags)
+      g_src.append(v.gts[g])
     p_bounds.append(len(pk))
     g_bounds.append(len(gk))
-  boxes = store.boxes()
+  stores = (columns.TrajectoryStore(), columns.TrajectoryStore())
 
-  def table(keys, durs, flags, trajs):
-    t = np.asarray(trajs, np.int64).reshape(-1, 2, 2)
+  def table(keys, durs, flags, store):
+    n = len(keys)
     return {"key": np.asarray(keys, np.int64),
             "dur": np.asarray(durs, np.float64).reshape(-1, 2),
-            "flags": np.asarray(flags, np.uint8), "boxes": boxes,
-            "off": np.ascontiguousarray(t[:, :, 0]),
-            "len": np.ascontiguousarray(t[:, :, 1])}
-  pred = table(pk, pd, pf, ptraj)
+            "flags": np.asarray(flags, np.uint8), "boxes": store.buffer,
+            "off": np.zeros((n, 2), np.int64),
+            "len": np.full((n, 2), kernels.NOT_LOADED, np.int64)}
+  pred = table(pk, pd, pf, stores[0])
   pred["rel"] = np.arange(len(pk), dtype=np.int64)
-  return p_bounds, g_bounds, pred, table(gk, gd, gf, gtraj_all)
+  gt = table(gk, gd, gf, stores[1])
+  sources = (p_src, g_src)
+
+  def load(which, row):
+    t = (pred, gt)[which]
+    rel = sources[which][row]
+    for side, key in enumerate(("sub_traj", "obj_traj")):
+      t["off"][row, side], t["len"][row, side] = stores[which].add(
+          _get(rel, key))
+    return stores[which].buffer
+  return p_bounds, g_bounds, pred, gt, load
 
 
 def _get(rel, key):
@@ -235,10 +234,10 @@ _CRASHES = {
 
 
 def _run_matcher(videos, p_bounds, g_bounds, pred, gt, threshold,
-                 exact_ints, index_of):
+                 exact_ints, index_of, load=None):
   """Runs the matcher; fills `matched`; raises on the official failures."""
   matched, crash = kernels.match(threshold, p_bounds, g_bounds, pred, gt,
-                                 exact_ints)
+                                 exact_ints, load)
   if crash[4] != kernels.OK:
     v, p, g, side, status = map(int, crash)
     video = videos[v]
@@ -286,10 +285,10 @@ def evaluate(groundtruth: Mapping[str, Sequence[Mapping]],
   if not videos:
     raise ScoringError("no video has ground truth (the official scorer fails "
                        "on np.concatenate([]))")
-  p_bounds, g_bounds, pred, gt = _dict_inputs(videos, prediction)
+  p_bounds, g_bounds, pred, gt, load = _dict_inputs(videos, prediction)
   _run_matcher(videos, p_bounds, g_bounds, pred, gt, viou_threshold,
                exact_ints=True,
-               index_of=lambda v, pos: videos[v].order[pos])
+               index_of=lambda v, pos: videos[v].order[pos], load=load)
   return _summarise(videos, top)
 
 
