@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """ViT occlusion-boundary model: boundary logits + orientation, full resolution.
 
-  model = occlusion_vit.Model(vit_variant="B/16", head_dim=256, hires=True)
+  model = occlusion_vit.Model(vit_variant="B/16", head_dim=256, fuse_dim=64)
   out = model.apply({"params": p}, images, train=False)
   out["boundary_logits"]  [B, H, W]     sigmoid -> boundary probability
   out["orientation_vec"]  [B, H, W, 2]  (cos, sin) direction, unnormalised
@@ -14,8 +14,8 @@
 Architecture:
 * the shared ViT encoder (`relations.models.vit`) gives a [H/p, W/p, D] token
   grid; a dense head projects it (1x1), then upsamples by 2 per stage with a
-  3x3 conv after each bilinear x2 resize until stride <= 4, then bilinearly to
-  full resolution;
+  3x3 conv after each bilinear x2 resize until stride <= 4, narrows to
+  `fuse_dim` channels (1x1) and resizes bilinearly to full resolution;
 * a light high-resolution conv branch (stride 1 and 2, a few 3x3 convs on the
   image) supplies the single-pixel localisation a 16-px token cannot;
 * fusion: concat + two 3x3 convs at full resolution -> 1 boundary logit and a
@@ -60,9 +60,11 @@ class OcclusionViT(nn.Module):
   """See the module docstring."""
   vit_config: Any = None  # kwargs of vit.Model (variant=... or sizes)
   head_dim: int = 64
+  fuse_dim: int = 32
   hires: bool = True
   hires_channels: int = 16
   orientation: bool = True
+  prior_logit: float = -4.0  # initial boundary bias: sigmoid(-4) = 1.8%
 
   @nn.compact
   def __call__(self, images, train: bool = False):
@@ -78,14 +80,21 @@ class OcclusionViT(nn.Module):
       stride //= 2
       x = nn.gelu(nn.Conv(self.head_dim, (3, 3), name=f"up{i}")(x))
       i += 1
-    x = _resize(x, h, w)
+    # Narrow before going to full resolution: the full-resolution convs
+    # dominate the head's cost (H * W * 9 * channels^2).
+    f = self.fuse_dim
+    x = _resize(nn.Dense(f, name="narrow")(x), h, w)
     if self.hires:
       x = jnp.concatenate([x, HiResBranch(self.hires_channels,
                                           name="hires")(images)], -1)
-    f = self.head_dim // 2
     x = nn.gelu(nn.Conv(f, (3, 3), name="fuse0")(x))
     x = nn.gelu(nn.Conv(f, (3, 3), name="fuse1")(x))
-    out = {"boundary_logits": nn.Conv(1, (1, 1), name="boundary")(x)[..., 0]}
+    # Start at the OB prior (p ~ 2%, RetinaNet's trick): from p = 0.5 the
+    # class-balanced losses (negatives weighted ~0.03) take thousands of
+    # steps to push the background down.
+    out = {"boundary_logits": nn.Conv(
+        1, (1, 1), bias_init=nn.initializers.constant(self.prior_logit),
+        name="boundary")(x)[..., 0]}
     if self.orientation:
       vec = nn.Conv(2, (1, 1), name="orient")(x)
       out["orientation_vec"] = vec

@@ -87,8 +87,8 @@ def make_model(config):
   m = config.model
   return occlusion_vit.Model(
       vit_variant=m.get("vit_variant") or None, vit_kw=m.get("vit"),
-      head_dim=m.head_dim, hires=m.hires, hires_channels=m.hires_channels,
-      orientation=m.orientation)
+      head_dim=m.head_dim, fuse_dim=m.fuse_dim, hires=m.hires,
+      hires_channels=m.hires_channels, orientation=m.orientation)
 
 
 def init_params(model, batch, rng):

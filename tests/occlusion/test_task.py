@@ -1,0 +1,100 @@
+# Copyright 2025 The relations Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Task glue, prediction writer and a 2-step run of the real trainer on the
+realoob dummy data (builder -> model -> trainer -> evaluator -> files)."""
+
+import json
+import os
+
+import cv2
+import ml_collections
+import numpy as np
+import pytest
+
+from relations.datasets import realoob_io
+from relations.datasets.occlusion_boundaries import make_dummy_data
+from relations.evaluators import occlusion_predict
+from relations.tasks import occlusion
+from relations.train import config_util
+
+
+def _config(tmp_path, *overrides):
+  return config_util.load_config("configs/occlusion_vit.py:tiny", [
+      f"data.data_dir={tmp_path / 'tfds'}",
+      f"data.manual_dir={make_dummy_data.HERE}",
+      "input.crop_size=(32, 32)", "input.batch_size=8",
+      "evals.test.nthresh=9", "evals.test.num_workers=1", *overrides])
+
+
+def test_gt_as_prediction_scores_one_and_files_are_official(tmp_path):
+  config = _config(tmp_path)
+  src = occlusion.make_builder(config).as_data_source("test")
+  gts = {occlusion_predict._text(src[i]["id"]): src[i] for i in range(len(src))}  # pylint: disable=protected-access
+
+  def oracle(image):
+    ex = next(e for e in gts.values() if np.array_equal(e["image"], image))
+    return ex["boundaries"][0].astype(np.float32), ex["orientation"][0]
+
+  out = tmp_path / "pred"
+  res = occlusion_predict.predict_and_score(oracle, src, str(out),
+                                            config.evals.test)
+  assert res["num_images"] == 2
+  assert res["B-ODS"] > 0.97 and res["O-ODS"] > 0.97
+  for image_id, ex in gts.items():
+    prob = cv2.imread(str(out / "boundaries" / f"{image_id}.png"),
+                      cv2.IMREAD_UNCHANGED)
+    assert prob.dtype == np.uint16 and prob.shape == make_dummy_data.SIZE
+    np.testing.assert_array_equal(prob == 65535, ex["boundaries"][0])
+    theta = realoob_io.read_orientation(
+        str(out / "orientation" / f"{image_id}.png"))
+    b = ex["boundaries"][0]
+    d = np.angle(np.exp(1j * (theta[b] - ex["orientation"][0][b])))
+    assert np.abs(d).max() < 1e-4
+    ov = cv2.imread(str(out / "overlay" / f"{image_id}.png"))
+    assert ov.shape == make_dummy_data.SIZE + (3,)
+
+  # Flipping every angle by pi keeps B and sends O precision to 0.
+  flipped = occlusion_predict.predict_and_score(
+      lambda im: (oracle(im)[0], oracle(im)[1] + np.pi), src,
+      str(tmp_path / "flip"), config.evals.test)
+  assert flipped["B-ODS"] == pytest.approx(res["B-ODS"])
+  assert flipped["O-ODS"] == 0.0
+
+
+def test_preprocess_and_loss_on_builder_examples(tmp_path):
+  config = _config(tmp_path)
+  src = occlusion.make_train_source(config)
+  ex = occlusion.preprocess_train(src[0], np.random.default_rng(0), config)
+  assert {k: v.shape for k, v in ex.items()} == {
+      "image": (32, 32, 3), "boundary": (32, 32), "orientation": (32, 32),
+      "valid": (32, 32), "mask": (32, 32)}
+  assert ex["image"].dtype == np.float32
+  assert set(np.unique(ex["valid"])) <= {0.0, 1.0}
+  assert np.all(ex["boundary"][ex["valid"] > 0] == 1)
+  # The 16x offline augmentation source: 16 variants per example.
+  with config.unlocked():
+    config.data.offline_16x = True
+  src16 = occlusion.make_train_source(config)
+  assert len(src16) == 16 * len(src)
+  ex16 = occlusion.preprocess_train(src16[5], np.random.default_rng(0), config)
+  assert ex16["image"].shape == (32, 32, 3)
+
+
+@pytest.mark.slow
+def test_trainer_two_steps_writes_and_scores_predictions(tmp_path):
+  from relations.train import trainer  # pylint: disable=g-import-not-at-top
+  config = _config(tmp_path, "total_steps=2", "checkpoint_every=2",
+                   "log_every=1", "evals.test.max_images=2")
+  result = trainer.train(config, str(tmp_path / "work"))
+  assert result.step == 2
+  for k in ("B-ODS", "B-OIS", "B-AP", "O-ODS", "O-OIS", "O-AP"):
+    assert 0.0 <= result.eval_metrics[f"test/{k}"] <= 1.0
+  with open(tmp_path / "work" / "train_summary.json") as f:
+    summary = json.load(f)
+  assert summary["final_step"] == 2 and "test/B-ODS" in summary
+  pred = tmp_path / "work" / "eval" / "test" / "step_2"
+  ids = sorted(p[:-4] for p in os.listdir(pred / "boundaries"))
+  assert ids == ["test_00000", "test_00001"]
+  p = realoob_io.read_prediction(str(pred), ids[0])
+  assert p["boundaries"].shape == make_dummy_data.SIZE  # native, cropped back
+  assert p["orientation"].shape == make_dummy_data.SIZE
