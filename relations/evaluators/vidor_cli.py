@@ -7,7 +7,8 @@
 GT: an official annotation folder (e.g. `annotation/validation`, or VidVRD
 `test`), one annotation file, or one consolidated GT JSON
 `{video_id: [{triplet, subject_tid, object_tid, duration, sub_traj,
-obj_traj}]}`. PRED: a submission `.json` / `.json.xz`.
+obj_traj}]}`; a folder is read in the official loaders' `glob` order (the
+mAP's summation order). PRED: a submission `.json` / `.json.xz`.
 
 The submission is validated first (every problem listed at once; format
 errors refuse, quirks the official scorer accepts are warnings and scored

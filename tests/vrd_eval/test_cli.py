@@ -1,11 +1,14 @@
 """`python -m relations.evaluate vidor ...` end to end on files."""
 
+import glob
 import json
 import lzma
 
 import pytest
 
+from relations.datasets import vrd_json
 from relations.evaluators import vidor_cli
+from relations.evaluators.vrd import io as vrd_io
 from tests.vrd_eval.helpers import gt, pred
 
 NEXT = ("adult", "next_to", "dog")
@@ -98,3 +101,59 @@ def test_unscorable_submission_is_refused_with_location(files, capsys):
   err = capsys.readouterr().err
   assert "1 boxes for a duration of 2 frames" in err      # the warning
   assert "video '1', prediction 0, field 'sub_traj'" in err  # the refusal
+
+
+def _annotation(vid, dataset):
+  """A small official annotation file (VidOR or VidVRD flavour)."""
+  box = lambda x: {"xmin": x, "ymin": 0, "xmax": x + 9, "ymax": 9}
+  raw = {"video_id": vid, "frame_count": 2, "fps": 30, "width": 64,
+         "height": 48,
+         "subject/objects": [{"tid": 0, "category": "dog"},
+                             {"tid": 1, "category": "ball/sports_ball"
+                              if dataset == "vidor" else "zebra"}],
+         "trajectories": [[{"tid": 0, "bbox": box(0)},
+                           {"tid": 1, "bbox": box(20)}]] * 2,
+         "relation_instances": [{"subject_tid": 0, "object_tid": 1,
+                                 "predicate": "chase", "begin_fid": 0,
+                                 "end_fid": 2}]}
+  if dataset == "vidor":
+    raw.update(version="VERSION 1.0", video_hash="h",
+               video_path=f"x/{vid}.mp4")
+  return raw
+
+
+@pytest.mark.parametrize("dataset", ["vidor", "vidvrd"])
+def test_annotation_folder_is_read_in_official_glob_order(tmp_path, dataset):
+  # The official loaders glob the split folder (directory order, not
+  # sorted); the GT dict order is the mAP's summation order.
+  names = ["b", "a", "10", "9", "c", "07", "x1", "2"]
+  expected = []
+  for g, group in enumerate(("0002", "0001", "0010")):
+    folder = tmp_path / group if dataset == "vidor" else tmp_path
+    folder.mkdir(exist_ok=True)
+    for n in names:
+      vid = f"{n}{g}" if dataset == "vidor" else f"ILSVRC2015_train_{n}{g}"
+      (folder / f"{vid}.json").write_text(json.dumps(_annotation(vid,
+                                                                 dataset)))
+  pattern = "*/*.json" if dataset == "vidor" else "*.json"
+  expected = [json.loads(open(f).read())["video_id"]
+              for f in glob.glob(str(tmp_path / pattern))]
+  got = vrd_io.load_groundtruth(str(tmp_path))
+  assert list(got) == expected
+  assert list(vrd_io.load_groundtruth(str(tmp_path), dataset)) == expected
+  assert sorted(expected) == sorted(got) and len(got) == 3 * len(names)
+  assert got[expected[0]][0]["triplet"] == (
+      "dog", "chase", "ball/sports_ball" if dataset == "vidor" else "zebra")
+
+
+def test_annotation_folder_errors(tmp_path):
+  with pytest.raises(FileNotFoundError, match=r"no annotation files at .*"
+                     r"\*\.json \(official vidvrd layout\)"):
+    vrd_io.load_groundtruth(str(tmp_path), "vidvrd")
+  (tmp_path / "g").mkdir()
+  (tmp_path / "g" / "1.json").write_text(json.dumps(_annotation("1", "vidor")))
+  (tmp_path / "ILSVRC2015_train_1.json").write_text(
+      json.dumps(_annotation("ILSVRC2015_train_1", "vidvrd")))
+  with pytest.raises(vrd_json.AnnotationError, match="holds both"):
+    vrd_io.load_groundtruth(str(tmp_path))
+  assert list(vrd_io.load_groundtruth(str(tmp_path), "vidor")) == ["1"]
