@@ -16,30 +16,53 @@ The case (deterministic from --seed), sized like VidOR validation:
     and boxes perturbed), half random pairs of the video's objects with a
     random predicate of the video (many share a GT triplet but are placed
     elsewhere in time: the expensive case for the scorer).
-Both evaluators get the same in-memory dicts (the official `evaluate()`
-arguments; JSON parsing is excluded from both). Ours is timed cold (first
-call, including jit compilation) and warm (second call). The official output
-lines must equal ours to the last digit; the script prints both times and
-the ratios, and exits non-zero on a mismatch.
+Timed, each as wall and CPU (process) time, in one run:
+  official  the official `evaluate()` on the dicts (JSON parsing excluded);
+  dicts     our `scoring.evaluate` on the same dicts, cold (first call in the
+            process: numba compile or cache load) and warm;
+  arrays    our array path as a model uses it: the predictions exist as
+            float64 box arrays (`association.Relation`-like objects, which is
+            what our model emits before any JSON), `RelationTable.
+            from_relations` + `scoring.evaluate_tables`, with the GT table
+            built once beforehand (its conversion is printed separately:
+            a training run scores against the same GT many times).
+The official output lines must equal ours to the last digit for every
+path; the script prints the times and ratios, and exits non-zero on a
+mismatch.
 """
 
 import argparse
+import dataclasses
 import math
 import os
 import random
 import sys
 import time
 
+import numpy as np
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vrd_official  # pylint: disable=g-import-not-at-top
 from relations.datasets import vrd_categories
+from relations.evaluators.vrd import columns
 from relations.evaluators.vrd import scoring
 
 WIDTH, HEIGHT = 1920, 1080
 CATEGORIES = ("adult", "child", "baby", "dog", "cat", "ball/sports_ball",
               "car", "bicycle", "chair", "table", "toy", "horse")
 PREDICATES = vrd_categories.VIDOR_PREDICATES
+
+
+@dataclasses.dataclass
+class _Rel:
+  """A model's relation (the fields of `relations.video.association`)."""
+  triplet: tuple
+  score: float
+  start: int
+  end: int
+  sub_traj: np.ndarray
+  obj_traj: np.ndarray
 
 
 def _track(rng, length):
@@ -77,9 +100,14 @@ def _span(rng, lo, hi):
 
 
 def build_case(num_videos=832, preds_per_video=200, seed=0):
-  """Returns (groundtruth, prediction) dicts in the official formats."""
+  """Returns (groundtruth, prediction, arrays).
+
+  groundtruth and prediction are dicts in the official formats; arrays holds
+  the same predictions as a model does, `{video_id: [_Rel]}` with float64
+  box arrays (views of one array per object track, equal to the lists).
+  """
   rng = random.Random(seed)
-  gt, pred = {}, {}
+  gt, pred, arrays = {}, {}, {}
   for v in range(num_videos):
     vid = str(2400000000 + v * 7919)
     length = rng.randint(300, 1000)
@@ -87,6 +115,7 @@ def build_case(num_videos=832, preds_per_video=200, seed=0):
     cats = [rng.choice(CATEGORIES) for _ in range(nobj)]
     tracks = [_track(rng, length) for _ in range(nobj)]
     noisy = [_noisy(rng, t, 6.0) for t in tracks]
+    noisy_arr = [np.asarray(t, np.float64) for t in noisy]
     video_preds = rng.sample(PREDICATES[:12], 4) + rng.sample(PREDICATES, 2)
     rels = []
     for _ in range(rng.randint(20, 52)):
@@ -96,7 +125,7 @@ def build_case(num_videos=832, preds_per_video=200, seed=0):
                    "subject_tid": a, "object_tid": b, "duration": (s, e),
                    "sub_traj": tracks[a][s:e], "obj_traj": tracks[b][s:e],
                    "_ab": (a, b)})
-    preds = []
+    preds, rels_arr = [], []
     for k in range(preds_per_video):
       if k % 2 == 0:
         r = rng.choice(rels)
@@ -111,14 +140,26 @@ def build_case(num_videos=832, preds_per_video=200, seed=0):
         a, b = rng.sample(range(nobj), 2)
         s, e = _span(rng, 0, length)
         t = (cats[a], rng.choice(video_preds), cats[b])
-      preds.append({"triplet": list(t), "score": rng.random(),
+      score = rng.random()
+      preds.append({"triplet": list(t), "score": score,
                     "duration": [s, e], "sub_traj": noisy[a][s:e],
                     "obj_traj": noisy[b][s:e]})
+      rels_arr.append(_Rel(tuple(t), score, s, e, noisy_arr[a][s:e],
+                           noisy_arr[b][s:e]))
     for r in rels:
       del r["_ab"]
     gt[vid] = rels
     pred[vid] = preds
-  return gt, pred
+    arrays[vid] = rels_arr
+  return gt, pred, arrays
+
+
+def _clock():
+  return time.perf_counter(), time.process_time()
+
+
+def _since(t):
+  return time.perf_counter() - t[0], time.process_time() - t[1]
 
 
 def _stats(gt, pred):
@@ -150,39 +191,51 @@ def main(argv=None):
   args = ap.parse_args(argv)
 
   t0 = time.perf_counter()
-  gt, pred = build_case(args.videos, args.preds, args.seed)
+  gt, pred, arrays = build_case(args.videos, args.preds, args.seed)
   print(f"case: {_stats(gt, pred)}; built in {time.perf_counter() - t0:.1f} s")
   runs = [("helper", args.official)]
   if args.official_vru20:
     runs.append(("vru20", args.official_vru20))
+  t = _clock()
+  gt_table = columns.RelationTable.from_dicts(gt)
+  t_gt = _since(t)
+  print(f"GT table (once per run): wall {t_gt[0]:.2f} s, CPU {t_gt[1]:.2f} s")
   ok = True
   for protocol, checkout in runs:
     mod = vrd_official.load(checkout, protocol)
-    t0, c0 = time.perf_counter(), time.process_time()
+    t = _clock()
     cold = scoring.evaluate(gt, pred, protocol)
-    t_cold, c_cold = time.perf_counter() - t0, time.process_time() - c0
-    t0, c0 = time.perf_counter(), time.process_time()
+    t_cold = _since(t)
+    t = _clock()
     ours = scoring.evaluate(gt, pred, protocol)
-    t_warm, c_warm = time.perf_counter() - t0, time.process_time() - c0
-    t0, c0 = time.perf_counter(), time.process_time()
+    t_warm = _since(t)
+    t = _clock()
+    table = columns.RelationTable.from_relations(arrays)
+    tab = scoring.evaluate_tables(gt_table, table, protocol)
+    t_tab = _since(t)
+    del table
+    t = _clock()
     status, res = vrd_official.run(mod, gt, pred, protocol)
-    t_off, c_off = time.perf_counter() - t0, time.process_time() - c0
+    t_off = _since(t)
     if status != "ok":
       print(f"{protocol}: official code raised {res}")
       ok = False
       continue
     off_lines = vrd_official.printed_lines(res)
-    equal = (off_lines == ours.official_lines() == cold.official_lines())
+    equal = (off_lines == ours.official_lines() == cold.official_lines()
+             == tab.official_lines())
     ok &= equal
-    print(f"[{protocol}] wall: official {t_off:.2f} s, ours {t_cold:.2f} s "
-          f"cold (incl. jit compile) / {t_warm:.2f} s warm -> speed-up "
-          f"{t_off / t_cold:.1f}x cold, {t_off / t_warm:.1f}x warm")
-    print(f"[{protocol}] CPU (all threads): official {c_off:.2f} s, ours "
-          f"{c_cold:.2f} s cold / {c_warm:.2f} s warm -> "
-          f"{c_off / c_cold:.1f}x cold, {c_off / c_warm:.1f}x warm")
+    for i, what in enumerate(("wall", "CPU")):
+      print(f"[{protocol}] {what:4s}: official {t_off[i]:7.2f} s | dicts "
+            f"{t_cold[i]:6.2f} s cold, {t_warm[i]:6.2f} s warm -> "
+            f"{t_off[i] / t_cold[i]:5.1f}x / {t_off[i] / t_warm[i]:5.1f}x | "
+            f"arrays {t_tab[i]:6.3f} s -> {t_off[i] / t_tab[i]:6.1f}x "
+            f"({t_off[i] / (t_tab[i] + t_gt[i]):5.1f}x incl. GT table)")
     print(f"[{protocol}] numbers {'EQUAL' if equal else 'DIFFERENT'}:")
-    for a, b in zip(off_lines, ours.official_lines()):
-      print(f"    official {a}\n    ours     {b}" if a != b else f"    {a}")
+    for a, b, c in zip(off_lines, ours.official_lines(),
+                       tab.official_lines()):
+      print(f"    official {a}\n    dicts    {b}\n    arrays   {c}"
+            if not a == b == c else f"    {a}")
   return 0 if ok else 1
 
 

@@ -123,26 +123,28 @@ class RelationTable:
     Returns:
       The table, rows in the given order.
     """
-    vocab, triplet, score, dur, trajs, counts = {}, [], [], [], [], []
-    for rels in results.values():
-      counts.append(len(rels))
-      for r in rels:
-        triplet.append(vocab.setdefault(tuple(r.triplet), len(vocab)))
-        score.append(float(r.score))
-        dur.append((int(r.start), int(r.end)))
-        trajs.append(np.asarray(r.sub_traj, np.float64).reshape(-1, 4))
-        trajs.append(np.asarray(r.obj_traj, np.float64).reshape(-1, 4))
-    lengths = np.asarray([len(t) for t in trajs], np.int64).reshape(-1, 2)
-    offsets = (np.cumsum(lengths.reshape(-1)) - lengths.reshape(-1))
+    rels = [r for rs in results.values() for r in rs]
+    vocab = {}
+    triplet = [vocab.setdefault(tuple(r.triplet), len(vocab)) for r in rels]
+    # Interleaved (subject, object) trajectories; concatenated in one call.
+    trajs = [t for r in rels for t in (r.sub_traj, r.obj_traj)]
+    lengths = np.fromiter(map(len, trajs), np.int64, len(trajs))
+    offsets = np.cumsum(lengths) - lengths
+    boxes = (np.concatenate(trajs, axis=0).astype(np.float64, copy=False)
+             .reshape(-1, 4) if trajs else np.zeros((0, 4)))
+    if len(boxes) != lengths.sum():
+      raise ValueError("sub_traj / obj_traj must be [n, 4] box arrays")
     return cls(
-        video_ids=list(results), bounds=_bounds(counts),
+        video_ids=list(results),
+        bounds=_bounds([len(rs) for rs in results.values()]),
         triplets=list(vocab), triplet=np.asarray(triplet, np.int64),
-        score=np.asarray(score, np.float64),
-        duration=np.asarray(dur, np.float64).reshape(-1, 2),
-        flags=np.full(len(triplet), kernels.START_INT | kernels.END_INT,
+        score=np.fromiter((r.score for r in rels), np.float64, len(rels)),
+        duration=np.asarray([(r.start, r.end) for r in rels],
+                            np.float64).reshape(-1, 2),
+        flags=np.full(len(rels), kernels.START_INT | kernels.END_INT,
                       np.uint8),
-        boxes=(np.concatenate(trajs) if trajs else np.zeros((0, 4))),
-        offset=offsets.reshape(-1, 2), length=lengths)
+        boxes=boxes, offset=offsets.reshape(-1, 2),
+        length=lengths.reshape(-1, 2))
 
   @classmethod
   def from_dicts(cls, results: Mapping[str, Sequence[Mapping]]
