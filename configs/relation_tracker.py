@@ -133,6 +133,10 @@ def get_config(arg=None):
     # VidOR, ViT-B/16 at 224, 2 fps: a 30-frame segment at 30 fps spans 2-3
     # sampled frames, a 16-frame clip 8 s of video. See relation_tracker.md.
     c.data.builder_config = "fps2_short224"
+    # At 2 fps a 30-frame segment holds 1-2 sampled frames: clips of 4
+    # sampled frames (2 s), 128 clips = 512 frames per step.
+    c.input.update(batch_size=128, clip_frames=4, max_objects=16,
+                   max_pairs=64)
   if arg.seg_len:
     c.video.segment_length = arg.seg_len
     c.video.segment_stride = max(arg.seg_len // 2, 1)

@@ -131,7 +131,11 @@ class Predictor:
         {"params": p}, *a, method=model.relate)))
 
   def detect(self, frames):
-    """Model frames `[T, H, W, 3]` -> (grid `[T, h, w, D]`, numpy detections)."""
+    """Model frames `[T, H, W, 3]` -> (grid, numpy detections).
+
+    The grid is `[T', h, w, D]` with T' = T rounded up to `frame_batch`;
+    detections are numpy arrays over the T real frames.
+    """
     fb = int(self.config.video.frame_batch)
     t = len(frames)
     pad = (-t) % fb
@@ -144,7 +148,9 @@ class Predictor:
       dets.append({"boxes": np.asarray(d["boxes"]),
                    "probs": np.asarray(jax.nn.softmax(d["logits"], -1)),
                    "embeddings": np.asarray(d["embeddings"])})
-    grid = jnp.concatenate(grids)[:t]
+    # The grid stays padded to a multiple of `frame_batch` frames: `relate`
+    # then compiles once per bucket, not once per video length.
+    grid = jnp.concatenate(grids)
     det = {k: np.concatenate([d[k] for d in dets])[:t] for k in dets[0]}
     return grid, det
 
