@@ -21,6 +21,17 @@ import traceback
 TASKS = ("occlusion", "video_relations", "visual_commonsense")
 
 
+def _flatten(d: dict, prefix: str = "") -> dict:
+  """{'model': {'B-ODS': 0.4}} -> {'model/B-ODS': 0.4}, so nested task summaries print flat."""
+  out = {}
+  for k, v in d.items():
+    if isinstance(v, dict):
+      out.update(_flatten(v, f"{prefix}{k}/"))
+    else:
+      out[f"{prefix}{k}"] = v
+  return out
+
+
 def _fmt(v) -> str:
   if isinstance(v, float):
     return f"{v:.4f}"
@@ -64,12 +75,12 @@ def main(argv=None) -> int:
   print(f"relations demo summary  ({summary['total_seconds']:.0f} s, outputs in {workdir})")
   print("=" * 78)
   for task in tasks:
-    items = summary[task]
+    items = _flatten(summary[task])
     print(f"{task}  [{items['seconds']:.0f} s]")
     for k, v in items.items():
-      if k == "seconds":
+      if k == "seconds" or k.startswith("seconds/"):
         continue
-      print(f"    {k:<34} {_fmt(v)}")
+      print(f"    {k:<40} {_fmt(v)}")
   print("=" * 78)
   if failed:
     print(f"FAILED: {', '.join(failed)}")

@@ -35,25 +35,10 @@ from relations.models import occlusion_vit
 def make_builder(config):
   """Builds (if needed) and returns the TFDS builder named by `config.data`."""
   from relations.datasets import occlusion_boundaries  # pylint: disable=g-import-not-at-top
-  try:
-    from relations.datasets import tfds_util  # pylint: disable=g-import-not-at-top
-    ensure_built = tfds_util.ensure_built
-  except ImportError:  # the shared helper is not there yet: same behaviour
-    ensure_built = _ensure_built
-  return ensure_built(occlusion_boundaries.Builder, config.data.data_dir,
-                      config.data.manual_dir or None,
-                      config=config.data.builder_config)
-
-
-def _ensure_built(builder_cls, data_dir, manual_dir, config=None):
-  """Builds (array_record) if missing and returns the builder."""
-  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
-  builder = builder_cls(config=config, data_dir=data_dir,
-                        file_format="array_record")
-  if not builder.is_prepared():
-    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
-        manual_dir=manual_dir))
-  return builder
+  from relations.datasets import tfds_util  # pylint: disable=g-import-not-at-top
+  return tfds_util.ensure_built(occlusion_boundaries.Builder, config.data.data_dir,
+                                config.data.manual_dir or None,
+                                config=config.data.builder_config)
 
 
 def make_train_source(config):
