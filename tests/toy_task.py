@@ -57,6 +57,15 @@ def init_params(model, batch, rng):
   return model.init(rng, jnp.asarray(batch["image"]))["params"]
 
 
+def load_pretrained(config, params):
+  """Stands in for an external checkpoint: sets the head bias to `config.init_head_bias`."""
+  value = config.get("init_head_bias")
+  if value is None:
+    return params
+  head = {**params["head"], "bias": np.full(NUM_CLASSES, value, np.float32)}
+  return {**params, "head": head}
+
+
 def loss_fn(model, params, batch, rng, config):
   logits = model.apply({"params": params}, batch["image"], train=True, rngs={"dropout": rng})
   loss = optax.softmax_cross_entropy_with_integer_labels(logits, batch["label"]).mean()
@@ -82,4 +91,5 @@ def get_config(arg=None):
   c.log_every = 1
   c.async_checkpoints = False
   c.evals = {}
+  c.init_head_bias = None  # see load_pretrained
   return c

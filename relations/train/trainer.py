@@ -156,6 +156,22 @@ def _check_finite(metrics: dict[str, float], step: int) -> None:
           "(before this step) is intact; lower the learning rate or check the input.")
 
 
+def _maybe_load_pretrained(task, config, state, state_sh):
+  """Applies the task's optional `load_pretrained(config, params) -> params` after a fresh init.
+
+  Used for external checkpoints (big_vision ViT .npz, Hugging Face GPT-2 safetensors). Only runs
+  when no checkpoint is being resumed, so a restart never overwrites trained weights.
+  """
+  loader = getattr(task, "load_pretrained", None)
+  if loader is None:
+    return state
+  params = loader(config, state["params"])
+  if params is state["params"]:
+    return state
+  params = jax.device_put(params, state_sh["params"])
+  return {**state, "params": params}
+
+
 def build_evaluators(model, config, workdir):
   evals = {}
   for name, cfg in (config.get("evals") or {}).items():
@@ -250,6 +266,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
     else:
       init = jax.jit(s["init_fn"], out_shardings=s["state_sh"])
       state = init(jax.random.key(int(config.seed)))
+      state = _maybe_load_pretrained(task, config, state, s["state_sh"])
       start = 0
       if is_lead:
         writer.write_hparams(_flat_hparams(config))

@@ -95,3 +95,22 @@ def test_grad_accumulation_matches_full_batch(tmp_path):
   a, b = run("a", 1), run("b", 4)
   for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
     np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
+
+
+def test_load_pretrained_applies_after_fresh_init_only(tmp_path):
+  def cfg(value, steps):
+    c = toy_task.get_config()
+    c.total_steps = steps
+    c.checkpoint_every = 1
+    c.init_head_bias = value
+    c.schedule = dict(lr=0.0, warmup_steps=0, decay="constant")  # params stay as loaded
+    c.optax = dict(name="sgd", momentum=0.0, weight_decay=0.0, clip_norm=0.0)
+    return c
+  workdir = str(tmp_path / "pre")
+  first = trainer.train(cfg(0.25, 1), workdir)
+  np.testing.assert_array_equal(jax.device_get(first.state["params"]["head"]["bias"]),
+                                np.full(4, 0.25, np.float32))
+  # Resuming must not re-apply an external checkpoint over trained weights.
+  second = trainer.train(cfg(-7.0, 2), workdir)
+  np.testing.assert_array_equal(jax.device_get(second.state["params"]["head"]["bias"]),
+                                np.full(4, 0.25, np.float32))
