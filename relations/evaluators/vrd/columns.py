@@ -91,6 +91,9 @@ class RelationTable:
     boxes: [N, 4] float64 (x1, y1, x2, y2) inclusive pixel corners.
     offset, length: [R, 2] int64, the (subject, object) trajectories are
       boxes[offset:offset + length]; length -1: not a valid box list.
+    exact_ints: coordinates may be integers the official code keeps as
+      Python ints (JSON input): the scorer then refuses trajectories whose
+      sum of |area| reaches 2**53, where float64 would round.
   """
   video_ids: list
   bounds: np.ndarray
@@ -102,6 +105,7 @@ class RelationTable:
   boxes: np.ndarray
   offset: np.ndarray
   length: np.ndarray
+  exact_ints: bool = False
 
   def __len__(self):
     return len(self.triplet)
@@ -178,7 +182,7 @@ class RelationTable:
         duration=np.asarray(dur, np.float64).reshape(-1, 2),
         flags=np.asarray(flags, np.uint8), boxes=store.boxes(),
         offset=np.asarray(offs, np.int64).reshape(-1, 2),
-        length=np.asarray(lens, np.int64).reshape(-1, 2))
+        length=np.asarray(lens, np.int64).reshape(-1, 2), exact_ints=True)
 
 
 def _bounds(counts):

@@ -363,7 +363,8 @@ def evaluate_tables(groundtruth: columns.RelationTable,
     row = int(ranked[p_bounds[v] + pos])
     return row - int(prediction.bounds[pindex[videos[v].vid]])
   _run_matcher(videos, p_bounds, g_bounds, pred, gt, viou_threshold,
-               exact_ints=False, index_of=index_of)
+               exact_ints=groundtruth.exact_ints or prediction.exact_ints,
+               index_of=index_of)
   return _summarise(videos, top)
 
 
