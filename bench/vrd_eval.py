@@ -26,6 +26,14 @@ Timed, each as wall and CPU (process) time, in one run:
             from_relations` + `scoring.evaluate_tables`, with the GT table
             built once beforehand (its conversion is printed separately:
             a training run scores against the same GT many times).
+  json      (--json-videos N, default 100) end to end from files, for the
+            first N videos: the GT JSON and a submission written as our
+            model writes it (`relations.video.submission`, boxes rounded to
+            --json-digits decimals; -1 = full precision, Python repr), then
+            official = json.load of both + evaluate(), ours =
+            `fastjson.read_table` of both + `evaluate_tables`. (All 832
+            videos would be a ~2.5 GB file and ~13 GB of Python objects for
+            json.load on this machine.)
 The official output lines must equal ours to the last digit for every
 path; the script prints the times and ratios, and exits non-zero on a
 mismatch.
@@ -33,10 +41,12 @@ mismatch.
 
 import argparse
 import dataclasses
+import json
 import math
 import os
 import random
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -46,7 +56,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vrd_official  # pylint: disable=g-import-not-at-top
 from relations.datasets import vrd_categories
 from relations.evaluators.vrd import columns
+from relations.evaluators.vrd import fastjson
 from relations.evaluators.vrd import scoring
+from relations.video import submission
 
 WIDTH, HEIGHT = 1920, 1080
 CATEGORIES = ("adult", "child", "baby", "dog", "cat", "ball/sports_ball",
@@ -162,6 +174,111 @@ def _since(t):
   return time.perf_counter() - t[0], time.process_time() - t[1]
 
 
+def in_memory(gt, pred, arrays, runs):
+  """Times official vs our dict path and array path on in-memory input."""
+  t = _clock()
+  gt_table = columns.RelationTable.from_dicts(gt)
+  t_gt = _since(t)
+  print(f"GT table (once per run): wall {t_gt[0]:.2f} s, CPU {t_gt[1]:.2f} s")
+  ok = True
+  for protocol, checkout in runs:
+    mod = vrd_official.load(checkout, protocol)
+    t = _clock()
+    cold = scoring.evaluate(gt, pred, protocol)
+    t_cold = _since(t)
+    t = _clock()
+    ours = scoring.evaluate(gt, pred, protocol)
+    t_warm = _since(t)
+    t = _clock()
+    table = columns.RelationTable.from_relations(arrays)
+    t_build = _since(t)
+    t = _clock()
+    tab = scoring.evaluate_tables(gt_table, table, protocol)
+    t_tab = _since(t)
+    del table
+    t = _clock()
+    status, res = vrd_official.run(mod, gt, pred, protocol)
+    t_off = _since(t)
+    if status != "ok":
+      print(f"{protocol}: official code raised {res}")
+      ok = False
+      continue
+    off_lines = vrd_official.printed_lines(res)
+    equal = (off_lines == ours.official_lines() == cold.official_lines()
+             == tab.official_lines())
+    ok &= equal
+    for i, what in enumerate(("wall", "CPU")):
+      print(f"[{protocol}] {what:4s}: official {t_off[i]:6.2f} s | dicts "
+            f"{t_cold[i]:5.2f} s cold, {t_warm[i]:5.2f} s warm -> "
+            f"{t_off[i] / t_cold[i]:4.1f}x / {t_off[i] / t_warm[i]:4.1f}x | "
+            f"arrays: evaluate_tables {t_tab[i]:5.3f} s -> "
+            f"{t_off[i] / t_tab[i]:5.1f}x; + from_relations "
+            f"{t_build[i]:5.2f} s -> {t_off[i] / (t_tab[i] + t_build[i]):4.1f}x")
+    print(f"[{protocol}] numbers {'EQUAL' if equal else 'DIFFERENT'}:")
+    for a, b, c in zip(off_lines, ours.official_lines(),
+                       tab.official_lines()):
+      print(f"    official {a}\n    dicts    {b}\n    arrays   {c}"
+            if not a == b == c else f"    {a}")
+  return ok
+
+
+def json_end_to_end(gt, arrays, runs, num_videos, digits):
+  """Times official json.load + evaluate vs our reader + evaluate_tables."""
+  vids = list(gt)[:num_videos]
+  ok = True
+  with tempfile.TemporaryDirectory() as tmp:
+    gt_path = os.path.join(tmp, "gt.json")
+    sub_path = os.path.join(tmp, "submission.json")
+    with open(gt_path, "w") as f:
+      json.dump({v: gt[v] for v in vids}, f)
+    with open(sub_path, "w") as f:
+      if digits < 0:
+        json.dump({"version": "VERSION 1.0", "results": {
+            v: [{"triplet": list(r.triplet), "score": r.score,
+                 "duration": [r.start, r.end], "sub_traj": r.sub_traj.tolist(),
+                 "obj_traj": r.obj_traj.tolist()} for r in arrays[v]]
+            for v in vids}}, f)
+      else:
+        json.dump({"version": "VERSION 1.0", "results": {
+            v: [submission.relation_to_json(r, ndigits=digits)
+                for r in arrays[v]] for v in vids}}, f)
+    size = os.path.getsize(sub_path) / 2 ** 20
+    print(f"[json] {len(vids)} videos: submission {size:.0f} MiB (boxes "
+          f"{'full precision' if digits < 0 else f'{digits} decimals'}), "
+          f"GT {os.path.getsize(gt_path) / 2 ** 20:.0f} MiB")
+    for protocol, checkout in runs:
+      mod = vrd_official.load(checkout, protocol)
+      t = _clock()
+      g = fastjson.read_table(gt_path, groundtruth=True)
+      p = fastjson.read_table(sub_path)
+      t_read = _since(t)
+      ours = scoring.evaluate_tables(g, p, protocol)
+      t_ours = _since(t)
+      del g, p
+      t = _clock()
+      with open(gt_path) as f:
+        g = json.load(f)
+      with open(sub_path) as f:
+        p = json.load(f)["results"]
+      t_load = _since(t)
+      status, res = vrd_official.run(mod, g, p, protocol)
+      t_off = _since(t)
+      del g, p
+      if status != "ok":
+        print(f"[json] {protocol}: official code raised {res}")
+        ok = False
+        continue
+      equal = vrd_official.printed_lines(res) == ours.official_lines()
+      ok &= equal
+      for i, what in enumerate(("wall", "CPU")):
+        print(f"[json] [{protocol}] {what:4s}: official {t_off[i]:7.2f} s "
+              f"(json.load {t_load[i]:6.2f} s) | ours {t_ours[i]:6.2f} s "
+              f"(read {t_read[i]:5.2f} s) -> {t_off[i] / t_ours[i]:5.1f}x")
+      print(f"[json] [{protocol}] numbers {'EQUAL' if equal else 'DIFFERENT'}"
+            f": {ours.official_lines()[0]}")
+  return ok
+
+
 def _stats(gt, pred):
   n_gt = sum(map(len, gt.values()))
   n_pred = sum(map(len, pred.values()))
@@ -188,6 +305,12 @@ def main(argv=None):
   ap.add_argument("--videos", type=int, default=832)
   ap.add_argument("--preds", type=int, default=200)
   ap.add_argument("--seed", type=int, default=0)
+  ap.add_argument("--json-videos", type=int, default=100,
+                  help="videos of the end-to-end JSON timing (0: skip)")
+  ap.add_argument("--json-digits", type=int, default=2,
+                  help="decimals of the written boxes (-1: full precision)")
+  ap.add_argument("--skip-memory", action="store_true",
+                  help="skip the in-memory timings (only --json-videos)")
   args = ap.parse_args(argv)
 
   t0 = time.perf_counter()
@@ -196,46 +319,12 @@ def main(argv=None):
   runs = [("helper", args.official)]
   if args.official_vru20:
     runs.append(("vru20", args.official_vru20))
-  t = _clock()
-  gt_table = columns.RelationTable.from_dicts(gt)
-  t_gt = _since(t)
-  print(f"GT table (once per run): wall {t_gt[0]:.2f} s, CPU {t_gt[1]:.2f} s")
   ok = True
-  for protocol, checkout in runs:
-    mod = vrd_official.load(checkout, protocol)
-    t = _clock()
-    cold = scoring.evaluate(gt, pred, protocol)
-    t_cold = _since(t)
-    t = _clock()
-    ours = scoring.evaluate(gt, pred, protocol)
-    t_warm = _since(t)
-    t = _clock()
-    table = columns.RelationTable.from_relations(arrays)
-    tab = scoring.evaluate_tables(gt_table, table, protocol)
-    t_tab = _since(t)
-    del table
-    t = _clock()
-    status, res = vrd_official.run(mod, gt, pred, protocol)
-    t_off = _since(t)
-    if status != "ok":
-      print(f"{protocol}: official code raised {res}")
-      ok = False
-      continue
-    off_lines = vrd_official.printed_lines(res)
-    equal = (off_lines == ours.official_lines() == cold.official_lines()
-             == tab.official_lines())
-    ok &= equal
-    for i, what in enumerate(("wall", "CPU")):
-      print(f"[{protocol}] {what:4s}: official {t_off[i]:7.2f} s | dicts "
-            f"{t_cold[i]:6.2f} s cold, {t_warm[i]:6.2f} s warm -> "
-            f"{t_off[i] / t_cold[i]:5.1f}x / {t_off[i] / t_warm[i]:5.1f}x | "
-            f"arrays {t_tab[i]:6.3f} s -> {t_off[i] / t_tab[i]:6.1f}x "
-            f"({t_off[i] / (t_tab[i] + t_gt[i]):5.1f}x incl. GT table)")
-    print(f"[{protocol}] numbers {'EQUAL' if equal else 'DIFFERENT'}:")
-    for a, b, c in zip(off_lines, ours.official_lines(),
-                       tab.official_lines()):
-      print(f"    official {a}\n    dicts    {b}\n    arrays   {c}"
-            if not a == b == c else f"    {a}")
+  if not args.skip_memory:
+    ok &= in_memory(gt, pred, arrays, runs)
+  if args.json_videos:
+    ok &= json_end_to_end(gt, arrays, runs, args.json_videos,
+                          args.json_digits)
   return 0 if ok else 1
 
 

@@ -59,7 +59,7 @@ class NotTabular(ValueError):
   """The file is valid JSON the table reader does not take; use json.load."""
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _ws(buf, i):
   n = len(buf)
   while i < n:
@@ -70,7 +70,7 @@ def _ws(buf, i):
   return i
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _string_end(buf, i):
   """buf[i] is '"': index after the closing quote, -1 if invalid."""
   n = len(buf)
@@ -103,7 +103,7 @@ def _string_end(buf, i):
   return -1
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _literal(buf, i, word):
   if i + len(word) > len(buf):
     return -1
@@ -120,7 +120,7 @@ _FALSE = np.frombuffer(b"false", np.uint8)
 _NULL = np.frombuffer(b"null", np.uint8)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _number(buf, i, pow10, nan_w, inf_w):
   """JSON number (or NaN / Infinity / -Infinity) at i.
 
@@ -283,7 +283,7 @@ def _skip_value(buf, i, pow10, words):
       return -_INVALID
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _key_is(buf, s, e, word):
   """Raw key token buf[s:e] (with quotes) equals '"' + word + '"'."""
   if e - s != len(word) + 2:
@@ -294,7 +294,7 @@ def _key_is(buf, s, e, word):
   return True
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _has_escape(buf, s, e):
   for k in range(s, e):
     if buf[k] == 92:
@@ -302,7 +302,7 @@ def _has_escape(buf, s, e):
   return False
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _after_item(buf, i, close):
   """After an array / object item: (index after ',' (more=1) or after the
   closing bracket (more=0)); index -1 if invalid."""
@@ -324,7 +324,7 @@ def _hash(buf, s, e):
 
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _has_dot_or_exp(buf, s, e):
   for k in range(s, e):
     c = buf[k]
@@ -400,7 +400,7 @@ def _scan(buf, is_gt, pow10, words, keys, boxes, name_tok, score, dur,
   return 0, 0
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _field_key(buf, i, keys):
   """Key of an object member at i: (field 1-5 or -1, index after ':', key
   start); field -2 on invalid JSON, -3 on an escaped key."""
