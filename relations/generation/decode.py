@@ -17,6 +17,10 @@ then copies its cache to the `num_samples` rows that sample from it (instead of
 running the same prompt `num_samples` times), and samples up to
 `max_new_tokens` tokens in a `lax.while_loop` that stops early when every row
 has produced `stop_id`. Rows that are done emit `pad_id`.
+
+`make_decode_fn` is the entry point for either method: a `SampleConfig`
+samples, a `beam.BeamConfig` runs beam search (`generation.beam`); both give
+`fn(params, inputs, rng) -> tokens int32 [B, S, T]` in the same layout.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
+from relations.generation import beam
 from relations.generation import sampling
 from relations.models import gpt2
 
@@ -121,6 +126,23 @@ def make_sample_fn(decoder, cfg: SampleConfig,
     return toks.reshape(b, s, t)
 
   return jax.jit(fn)
+
+
+def make_decode_fn(decoder, cfg: SampleConfig | beam.BeamConfig,
+                   prompt_len: int | None = None) -> Callable[..., Any]:
+  """Jitted `fn(params, inputs, rng) -> tokens int32 [B, S, T]` for `cfg`.
+
+  A `SampleConfig` gives `make_sample_fn` (S = num_samples samples); a
+  `beam.BeamConfig` gives the S = num_return (default num_beams) best beam
+  hypotheses, best first (rng unused: beam search is deterministic).
+  """
+  if isinstance(cfg, SampleConfig):
+    return make_sample_fn(decoder, cfg, prompt_len)
+  if isinstance(cfg, beam.BeamConfig):
+    beam_fn = beam.make_beam_fn(decoder, cfg, prompt_len)
+    return lambda params, inputs, rng: beam_fn(params, inputs)[0]
+  raise TypeError(f"decoding config must be a SampleConfig or a BeamConfig, "
+                  f"got {type(cfg).__name__}")
 
 
 def cut_at_stop(tokens, stop_id: int) -> list[list[int]]:
