@@ -8,12 +8,16 @@
       max_records=0, meteor=True, meteor_workers=0, acc50=True, acc50_seed=0,
       acc50_candidates="", acc50_batch_size=256, acc50_max_queries=0)
 
+  method="beam" (the official `--do_sample 0`): num_beams = num_samples, and
+  the optional `length_penalty` (default 1.0) and `early_stopping` (default
+  False) of `generation.beam`; top_p/top_k/temperature are then unused.
+
 `run(params, step)`:
 1. decodes every (event, relation) of the `generation` builder split with the
-   jitted KV-cached sampler (5 nucleus samples, top_p 0.9 by default; the
-   prompt is shared by its samples);
+   jitted KV-cached decoder (5 nucleus samples, top_p 0.9 by default, or the
+   5 best beams; the prompt's prefill is shared by its samples / beams);
 2. writes `<workdir>/step_<N>/<split>_sample_1_num_5_top_k_0_top_p_0.9.json`
-   (official format, person tags mapped back);
+   (`sample_0` for beam search; official format, person tags mapped back);
 3. scores that file with the exact protocol
    (`captioning.protocol.score_generations`: BLEU-1..4, METEOR, CIDEr,
    Unique, Novel, ...) against `<manual_dir>/<split>_annots.json`;
@@ -34,6 +38,7 @@ import numpy as np
 from relations.datasets.visualcomet import records as records_lib
 from relations.evaluators.captioning import protocol
 from relations.evaluators.captioning import rank
+from relations.generation import beam
 from relations.generation import decode
 from relations.generation import official
 from relations.models import vl_generator
@@ -42,6 +47,36 @@ from relations.text import person_tags
 
 HEADLINE = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "CIDEr",
             "Unique", "Novel", "Novel_normalised", "Acc@50", "Acc@50_plain_n")
+
+
+def decode_config(eval_config, stop_id: int,
+                  pad_id: int) -> decode.SampleConfig | beam.BeamConfig:
+  """The decoding settings of `eval_config.method` ("sample" or "beam")."""
+  method = eval_config.get("method", "sample")
+  if method == "sample":
+    return decode.SampleConfig(
+        num_samples=int(eval_config.num_samples),
+        max_new_tokens=int(eval_config.max_new_tokens),
+        top_p=float(eval_config.top_p), top_k=int(eval_config.top_k),
+        temperature=float(eval_config.temperature),
+        stop_id=stop_id, pad_id=pad_id)
+  if method == "beam":
+    return beam.BeamConfig(
+        num_beams=int(eval_config.num_samples),
+        max_new_tokens=int(eval_config.max_new_tokens),
+        length_penalty=float(eval_config.get("length_penalty", 1.0)),
+        early_stopping=eval_config.get("early_stopping", False),
+        stop_id=stop_id, pad_id=pad_id)
+  raise ValueError(f"evals.method must be 'sample' or 'beam', got "
+                   f"{method!r}")
+
+
+def generation_file_name(eval_config) -> str:
+  """Official name of the generation JSON for these eval settings."""
+  return official.file_name(
+      eval_config.split, int(eval_config.num_samples),
+      int(eval_config.top_k), float(eval_config.top_p),
+      do_sample=eval_config.get("method", "sample") == "sample")
 
 
 def _pad_batch(examples: list[dict], size: int) -> dict[str, np.ndarray]:
@@ -60,17 +95,10 @@ class Evaluator:
     self.workdir = workdir
     self.tok = task.tokenizer(config)
     self.layout = task.layout(config)
-    self.sample_cfg = decode.SampleConfig(
-        num_samples=int(eval_config.num_samples),
-        max_new_tokens=int(eval_config.max_new_tokens),
-        top_p=float(eval_config.top_p), top_k=int(eval_config.top_k),
-        temperature=float(eval_config.temperature),
-        stop_id=self.tok.e_in_id, pad_id=self.tok.eos_id)
-    if eval_config.get("method", "sample") != "sample":
-      raise ValueError(f"evals.method: only 'sample' is implemented, got "
-                       f"{eval_config.method!r}")
-    self.sample_fn = decode.make_sample_fn(
-        vl_generator.VLDecoder(model, self.layout.prompt_len), self.sample_cfg,
+    self.decode_cfg = decode_config(eval_config, stop_id=self.tok.e_in_id,
+                                    pad_id=self.tok.eos_id)
+    self.decode_fn = decode.make_decode_fn(
+        vl_generator.VLDecoder(model, self.layout.prompt_len), self.decode_cfg,
         prompt_len=self.layout.prompt_len)
     self.forward = jax.jit(
         lambda p, b: vl_generator.sequence_scores(
@@ -92,7 +120,7 @@ class Evaluator:
       enc = [task.encode(e, self.config, with_labels=False,
                          text_given=bool(self.ec.text_given)) for e in exs]
       batch = _pad_batch(enc, bs)
-      toks = np.asarray(self.sample_fn(params, batch,
+      toks = np.asarray(self.decode_fn(params, batch,
                                        jax.random.fold_in(rng, start)))
       for e, rows in zip(exs, toks):
         out.append(official.record(e, rows.tolist(), self.tok))
@@ -168,9 +196,7 @@ class Evaluator:
   def run(self, params, step) -> dict[str, float]:
     outdir = os.path.join(self.workdir, f"step_{step}")
     gens = self.generate(params)
-    c = self.sample_cfg
-    gen_path = os.path.join(outdir, official.file_name(
-        self.ec.split, c.num_samples, c.top_k, c.top_p))
+    gen_path = os.path.join(outdir, generation_file_name(self.ec))
     if jax.process_index() != 0:
       return {}
     official.write(gen_path, gens)

@@ -32,9 +32,14 @@ FIELDS = ("img_fn", "movie", "metadata_fn", "split", "place", "event")
 
 
 def file_name(split: str, num_samples: int = 5, top_k: int = 0,
-              top_p: float = 0.9) -> str:
-  """Official name, e.g. `val_sample_1_num_5_top_k_0_top_p_0.9.json`."""
-  return f"{split}_sample_1_num_{num_samples}_top_k_{top_k}_top_p_{top_p}.json"
+              top_p: float = 0.9, do_sample: bool = True) -> str:
+  """Official name, e.g. `val_sample_1_num_5_top_k_0_top_p_0.9.json`.
+
+  Beam search (`do_sample=False`) gives `val_sample_0_num_5_...`: the official
+  script names the file by all its flags, used or not.
+  """
+  return (f"{split}_sample_{int(do_sample)}_num_{num_samples}_top_k_{top_k}"
+          f"_top_p_{top_p}.json")
 
 
 def clean_line_breaks(text: str) -> str:

@@ -8,9 +8,11 @@ import os
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import pytest
 
+from relations.evaluators import commonsense_predict
 from relations.generation import beam
 from relations.generation import decode
 from relations.models import gpt2
@@ -120,6 +122,30 @@ def test_bad_configs_are_rejected():
     beam.BeamConfig(early_stopping="always")
   with pytest.raises(TypeError, match="SampleConfig or a BeamConfig"):
     decode.make_decode_fn(None, dict(num_beams=2))
+
+
+def test_evaluator_method_selects_beam_search_and_official_file_name():
+  ec = ml_collections.ConfigDict(dict(
+      split="val", method="beam", num_samples=5, max_new_tokens=20, top_p=0.9,
+      top_k=0, temperature=1.0))
+  assert commonsense_predict.decode_config(ec, stop_id=9, pad_id=2) == (
+      beam.BeamConfig(num_beams=5, max_new_tokens=20, length_penalty=1.0,
+                      early_stopping=False, stop_id=9, pad_id=2))
+  assert commonsense_predict.generation_file_name(ec) == (
+      "val_sample_0_num_5_top_k_0_top_p_0.9.json")
+  ec.length_penalty, ec.early_stopping = 0.5, "never"
+  cfg = commonsense_predict.decode_config(ec, stop_id=9, pad_id=2)
+  assert (cfg.length_penalty, cfg.early_stopping) == (0.5, "never")
+  ec.method = "sample"
+  assert commonsense_predict.decode_config(ec, 9, 2) == decode.SampleConfig(
+      num_samples=5, max_new_tokens=20, top_p=0.9, top_k=0, temperature=1.0,
+      stop_id=9, pad_id=2)
+  assert commonsense_predict.generation_file_name(ec) == (
+      "val_sample_1_num_5_top_k_0_top_p_0.9.json")
+  ec.method = "greedy"
+  with pytest.raises(ValueError, match="evals.method must be 'sample' or "
+                     "'beam', got 'greedy'"):
+    commonsense_predict.decode_config(ec, 9, 2)
 
 
 # ------------------------------------------------ vs Hugging Face transformers

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from relations.generation import beam
 from relations.generation import decode
 from relations.models import gpt2
 from relations.models import vl_generator
@@ -159,6 +160,37 @@ def test_cached_greedy_decoding_matches_full_forward(masked):
     tmask[:, prompt_len + t] = True
   for s in range(2):
     np.testing.assert_array_equal(out[:, s], ids[:, prompt_len:])
+
+
+def test_beam_scores_equal_full_forward_log_probs_of_the_hypotheses():
+  # Each returned hypothesis' score must be its log-probability under the
+  # uncached model: wrong cache reordering or key masks would break this.
+  batch = _batch()
+  model = _model(attention_mask=True)
+  params = _init(model, batch)
+  prompt_len, steps, k, stop = 12, 4, 3, 7
+  cfg = beam.BeamConfig(num_beams=k, max_new_tokens=steps, stop_id=stop,
+                        pad_id=0, length_penalty=1.0, early_stopping="never")
+  toks, scores = beam.make_beam_fn(
+      vl_generator.VLDecoder(model, prompt_len), cfg, prompt_len)(params, batch)
+  toks, scores = np.asarray(toks), np.asarray(scores)
+  assert toks.shape == (2, k, steps)
+  forward = jax.jit(lambda p, b: model.apply({"params": p}, b)[0])
+  for j in range(k):
+    ids = np.asarray(batch["input_ids"]).copy()
+    ids[:, prompt_len:] = toks[:, j]
+    tmask = np.asarray(batch["token_mask"]).copy()
+    tmask[:, prompt_len:] = True
+    logits = forward(params, dict(batch, input_ids=jnp.asarray(ids),
+                                  token_mask=jnp.asarray(tmask)))
+    logp = np.asarray(jax.nn.log_softmax(logits, -1))
+    for b in range(2):
+      row = toks[b, j].tolist()
+      n = row.index(stop) + 1 if stop in row else steps
+      want = sum(logp[b, prompt_len - 1 + t, row[t]] for t in range(n)) / n
+      np.testing.assert_allclose(scores[b, j], want, rtol=1e-5, atol=1e-5)
+  assert (np.diff(scores, axis=1) <= 0).all()  # best first
+  assert len({tuple(r) for r in toks[0]}) == k  # distinct hypotheses
 
 
 def test_vit_slots_train_the_vit():
