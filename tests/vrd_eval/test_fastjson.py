@@ -29,7 +29,7 @@ def _tokens(rng, n):
   """Number tokens of every shape json.dumps and other writers produce."""
   out = []
   for _ in range(n):
-    kind = rng.randrange(7)
+    kind = rng.randrange(8)
     if kind == 0:
       out.append(repr(rng.uniform(-2000, 2000)))             # 16-17 digits
     elif kind == 1:
@@ -48,9 +48,21 @@ def _tokens(rng, n):
       out.append(rng.choice(["0", "-0", "0.0", "-0.0", "1e0", "0.1", "-1E-1",
                              "NaN", "Infinity", "-Infinity", "1e400",
                              "123456789012345.6", "9007199254740993.0"]))
+    elif kind == 6:
+      out.append(f"{rng.randrange(1, 10 ** 19)}e{rng.randrange(-340, 300)}")
     else:
-      out.append(f"{rng.randrange(1, 10 ** 6)}e{rng.randrange(-30, 30)}")
+      # Exactly halfway between two doubles (odd 54-bit m times 2**e):
+      # the correctly rounded result is the even neighbour.
+      m, e = rng.getrandbits(54) | 1 | (1 << 53), rng.randrange(-70, 20)
+      out.append(f"{m * 2 ** e}.0" if e >= 0 else _decimal(m, -e))
   return out
+
+
+def _decimal(m, k):
+  """m / 2**k written out exactly in decimal."""
+  digits = str(m * 5 ** k)
+  digits = digits.rjust(k + 1, "0")
+  return digits[:-k] + "." + digits[-k:]
 
 
 def test_numbers_equal_json_loads_bit_for_bit():

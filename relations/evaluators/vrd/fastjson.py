@@ -6,13 +6,16 @@ needs flat float64 arrays. `read_table(path)` parses the bytes with a
 compiled scanner (numba) and writes the boxes directly into one [N, 4]
 array, with the values `json.load` would give:
 
-- Numbers: a decimal with <= 15 significant digits and a decimal exponent
-  within +-22 is `m * 10**e` or `m / 10**-e` of two exactly representable
-  doubles, one correctly rounded operation (Clinger's fast path), which is
-  the correctly rounded value Python's `float()` returns. Every other float
-  token is converted by numpy's string -> float64 cast (correctly rounded,
-  checked against `float()` in the tests). `NaN` / `Infinity` /
-  `-Infinity` are accepted as `json.load` does.
+- Numbers: Python's `float()` is correctly rounded, so is every path here.
+  A decimal with <= 15 significant digits and a decimal exponent within
+  +-22 is `m * 10**e` or `m / 10**-e` of two exactly representable doubles,
+  one correctly rounded operation (Clinger's fast path). Other decimals with
+  <= 19 significant digits (e.g. the 17-digit `repr` of a float) use the
+  Eisel-Lemire algorithm (128-bit products with a table of powers of five,
+  as fast_float). The rest (> 19 digits, subnormal results) go through
+  numpy's correctly rounded string -> float64 cast. The tests compare bits
+  with `json.loads` on random, extreme and exactly-halfway tokens.
+  `NaN` / `Infinity` / `-Infinity` are accepted as `json.load` does.
 - Strings (video ids, names) are decoded with `json.loads` of their raw
   bytes, once per distinct byte string, so escapes decode exactly.
 - The whole document is validated as JSON (grammar, nesting); values of
@@ -97,10 +100,8 @@ def parse_table(data: bytes, groundtruth: bool = False,
   boxes = boxes[:4 * nbox]
   if nslow:
     # Exact conversion of the tokens the fast path does not take.
-    rows = json_scan.slow_tokens(buf, slow[:nslow, 0], 40)
-    if not rows[:, 0].all():
-      raise NotTabular(f"{name}: a number token longer than 40 bytes")
-    values = rows.view("S40").reshape(-1).astype(np.float64)
+    rows = json_scan.slow_tokens(buf, slow[:nslow, 0])
+    values = rows.view(f"S{rows.shape[1]}").reshape(-1).astype(np.float64)
     target, kind = slow[:nslow, 1] // 4, slow[:nslow, 1] % 4
     boxes[target[kind == 0]] = values[kind == 0]
     score[target[kind == 1]] = values[kind == 1]

@@ -1,9 +1,11 @@
 """Compiled (numba) JSON scanner behind `fastjson` (see its docstring).
 
 `scan(buf, ...)` validates a whole submission / GT document and writes the
-relation fields into preallocated arrays; helpers are inlined so the hot
-loop does not pay a call (and array refcount) per token.
+relation fields into preallocated arrays. Numbers: Clinger's fast path,
+then Eisel-Lemire (`_eisel_lemire`), else marked for the exact slow path.
 """
+
+import math
 
 import numba
 import numpy as np
@@ -41,6 +43,97 @@ _TRUE_W, _FALSE_W, _NULL_W, _NAN_W, _INF_W = (0, 4), (4, 5), (9, 4), (13, 3), (
     16, 8)
 _KEY_AT = np.array([24, 31, 38, 43, 51, 59], np.int64)
 _KEY_LEN = np.array([7, 7, 5, 8, 8, 8], np.int64)
+
+
+def _powers_of_five():
+  """128-bit truncated 5**q for q in [-342, 308] (Eisel-Lemire table).
+
+  [q + 342, 0] high and [q + 342, 1] low 64 bits, normalised so bit 127 is
+  set (generated exactly with Python ints, as fast_float's table script).
+  """
+  out = np.zeros((651, 2), np.uint64)
+  for q in range(-342, 309):
+    if q < 0:
+      p5 = 5 ** -q
+      z = p5.bit_length()
+      b = z + 127 if q >= -27 else 2 * z + 128
+      c = 2 ** b // p5 + 1
+      while c >= 1 << 128:
+        c //= 2
+    else:
+      c = 5 ** q
+      while c < 1 << 127:
+        c *= 2
+      while c >= 1 << 128:
+        c //= 2
+    out[q + 342] = (c >> 64, c & (2 ** 64 - 1))
+  return out
+
+
+_POW5 = _powers_of_five()
+_M32 = np.uint64(0xFFFFFFFF)
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False)
+def _mul128(a, b):
+  """Full 64 x 64 -> 128-bit product of uint64s: (high, low)."""
+  s32 = np.uint64(32)
+  a_lo, a_hi = a & _M32, a >> s32
+  b_lo, b_hi = b & _M32, b >> s32
+  p0 = a_lo * b_lo
+  p1 = a_lo * b_hi
+  p2 = a_hi * b_lo
+  p3 = a_hi * b_hi
+  mid = (p0 >> s32) + (p1 & _M32) + (p2 & _M32)
+  low = (p0 & _M32) | (mid << s32)
+  high = p3 + (p1 >> s32) + (p2 >> s32) + (mid >> s32)
+  return high, low
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False)
+def _eisel_lemire(w, q):
+  """Correctly rounded w * 10**q (w < 2**64 exact, w > 0) as a double.
+
+  The Eisel-Lemire algorithm as in fast_float (Lemire 2021; the 128-bit
+  product is always sufficient, Mushtak & Lemire 2023). Returns (value,
+  ok); ok False for subnormal results (left to the exact slow path).
+  """
+  if q < -342:
+    return 0.0, True
+  if q > 308:
+    return np.inf, True
+  lz = 0
+  top = np.uint64(1) << np.uint64(63)
+  while (w & top) == np.uint64(0):
+    w = w << np.uint64(1)
+    lz += 1
+  idx = q + 342
+  high, low = _mul128(w, _POW5[idx, 0])
+  if (high & np.uint64(0x1FF)) == np.uint64(0x1FF):
+    high2, _ = _mul128(w, _POW5[idx, 1])
+    low = low + high2
+    if high2 > low:
+      high = high + np.uint64(1)
+  upperbit = int(high >> np.uint64(63))
+  shift = np.uint64(upperbit + 9)
+  mantissa = high >> shift
+  power2 = (((152170 + 65536) * q) >> 16) + 63 + upperbit - lz + 1023
+  if power2 <= 0:
+    return 0.0, False
+  if (low <= np.uint64(1) and q >= -4 and q <= 23
+      and (mantissa & np.uint64(3)) == np.uint64(1)
+      and (mantissa << shift) == high):
+    mantissa = mantissa & ~np.uint64(1)     # exactly halfway: to even
+  mantissa = mantissa + (mantissa & np.uint64(1))
+  mantissa = mantissa >> np.uint64(1)
+  if mantissa >= (np.uint64(2) << np.uint64(52)):
+    mantissa = np.uint64(1) << np.uint64(52)
+    power2 += 1
+  if power2 >= 0x7FF:
+    return np.inf, True
+  # mantissa has its hidden bit (2**52 <= mantissa < 2**53): the double is
+  # mantissa * 2**(power2 - 1075), exact for a normal result.
+  return math.ldexp(float(mantissa), power2 - 1075), True
 
 
 @_leaf
@@ -179,8 +272,15 @@ def _number(buf, i):
       return 0.0, _SLOW, j
     v = float(m)                 # exact: < 10**15 < 2**53
     return (-v if neg and v != 0 else v), _INT, j   # "-0" is the int 0
-  if dropped or sig > 15 or exp10 < -22 or exp10 > 22:
+  if dropped:
     return 0.0, _SLOW, j
+  if sig > 15 or exp10 < -22 or exp10 > 22:
+    if m == 0:
+      return (-0.0 if neg else 0.0), _FLOAT, j
+    v, ok = _eisel_lemire(m, exp10)
+    if not ok:
+      return 0.0, _SLOW, j
+    return (-v if neg else v), _FLOAT, j
   v = float(m)
   if exp10 < 0:
     v = v / POW10[-exp10]
@@ -609,20 +709,20 @@ def name_ids(buf, tok):
 
 
 @numba.njit(cache=True, nogil=True)
-def slow_tokens(buf, starts, width):
-  """Number tokens at `starts` as fixed-width byte rows (zero padded)."""
-  out = np.zeros((len(starts), width), np.uint8)
+def slow_tokens(buf, starts):
+  """Number tokens at `starts` as zero-padded byte rows [K, longest]."""
+  lengths = np.zeros(len(starts), np.int64)
   for t in range(len(starts)):
     i = starts[t]
-    j = 0
-    while i < len(buf) and j < width:
+    while i < len(buf):
       c = buf[i]
       if not ((48 <= c <= 57) or c == 45 or c == 43 or c == 46 or c == 101
               or c == 69):
         break
-      out[t, j] = c
       i += 1
-      j += 1
-    if j == width:
-      out[t, 0] = 0                 # too long for the buffer: flag it
+    lengths[t] = i - starts[t]
+  width = max(1, lengths.max()) if len(starts) else 1
+  out = np.zeros((len(starts), width), np.uint8)
+  for t in range(len(starts)):
+    out[t, :lengths[t]] = buf[starts[t]:starts[t] + lengths[t]]
   return out
