@@ -137,6 +137,12 @@ def preprocess_train(example, rng, config):
     nb[:t, i] = np.clip(normalise_boxes(boxes[:, k], w, h), 0, 1)
     valid[:t, i] = present[:, k]
     labels[i] = cats[k]
+  if rng.random() < float(inp.get("flip_prob", 0.0)):
+    # Horizontal flip: every predicate used by VidOR / VidVRD relations here
+    # is mirror-invariant except explicit left/right ones (VidVRD), for which
+    # the config sets flip_prob = 0.
+    frames = np.ascontiguousarray(frames[:, :, ::-1])
+    nb = np.stack([1 - nb[..., 2], nb[..., 1], 1 - nb[..., 0], nb[..., 3]], -1)
   # Relation-head inputs: jittered boxes (detections are never exact).
   wh = np.maximum(nb[..., 2:] - nb[..., :2], 1e-3)
   jit = rng.normal(0, inp.box_jitter, nb.shape).astype(np.float32)
@@ -237,7 +243,7 @@ def loss_fn(model, params, batch, rng, config):
 DEMO_HEADLINE = ("mAP", "R@50", "R@100", "P@1", "P@5", "P@10")
 
 
-def run_demo(workdir, num_train=64, num_val=16, overrides=()):
+def run_demo(workdir, num_train=160, num_val=16, overrides=()):
   """Synthetic VidOR -> TFDS -> train tiny -> predict both modes -> evaluate.
 
   Writes the official submissions of both modes and of the prior baseline

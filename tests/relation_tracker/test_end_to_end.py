@@ -2,6 +2,7 @@
 submission -> validator + `relations.evaluate vidor`; plus exactness of the
 frame mapping (ground-truth tracks reproduce the official GT: mAP 1)."""
 
+import copy
 import json
 import os
 
@@ -35,7 +36,10 @@ def data(tmp_path_factory):
       [f"data.data_dir={root / 'tfds'}", f"data.manual_dir={raw}",
        f"evals.val.groundtruth={os.path.join(raw, 'annotation', 'validation')}",
        "total_steps=2", "checkpoint_every=2", "log_every=1",
-       "evals.val.gifs=1"])
+       "evals.val.gifs=1",
+       # A smaller graph than `tiny` compiles faster; same code paths.
+       "model.vit.depth=1", "model.det_layers=1", "input.image_size=(48, 64)",
+       "model.num_queries=8"])
   builder = video_relations.make_builder(config)
   return root, raw, config, builder
 
@@ -48,7 +52,7 @@ def test_preprocess_train_targets(data):
   for k in a:
     np.testing.assert_array_equal(a[k], b[k])      # deterministic given rng
   t, m = config.input.clip_frames, config.input.max_objects
-  assert a["frames"].shape == (t, 96, 128, 3)
+  assert a["frames"].shape == (t, 48, 64, 3)
   assert a["frames"].min() >= -1 and a["frames"].max() <= 1
   assert a["boxes"].shape == (t, m, 4) and a["pairs"].shape == (
       config.input.max_pairs, 2)
@@ -61,6 +65,24 @@ def test_preprocess_train_targets(data):
       assert s != o and (a["box_valid"][:, s] & a["box_valid"][:, o]).any()
     else:
       assert not lab.any()
+
+
+def test_flip_mirrors_frames_and_boxes(data):
+  _, _, config, builder = data
+  ex = builder.as_data_source("train")[1]
+  plain, flipped = copy.deepcopy(config), copy.deepcopy(config)
+  plain.input.flip_prob = 0.0
+  flipped.input.flip_prob = 1.0
+  a = video_relations.preprocess_train(ex, np.random.default_rng(7), plain)
+  b = video_relations.preprocess_train(ex, np.random.default_rng(7), flipped)
+  np.testing.assert_array_equal(b["frames"], a["frames"][:, :, ::-1])
+  v = a["box_valid"]
+  np.testing.assert_allclose(b["boxes"][v][:, [0, 2]],
+                             1 - a["boxes"][v][:, [2, 0]], atol=1e-6)
+  np.testing.assert_array_equal(b["boxes"][v][:, [1, 3]],
+                                a["boxes"][v][:, [1, 3]])
+  for k in ("pairs", "pair_labels", "pair_valid", "labels", "box_valid"):
+    np.testing.assert_array_equal(a[k], b[k])
 
 
 def test_relation_labels_rule():

@@ -138,40 +138,52 @@ def test_motion_features_signs():
   np.testing.assert_allclose(f3, f, atol=1e-6)
 
 
-def test_model_shapes_and_motion_switch():
-  kw = dict(num_classes=5, num_predicates=7,
-            vit=dict(width=16, depth=1, mlp_dim=32, num_heads=2,
-                     patch_size=8, posemb_grid=(2, 3)),
-            num_queries=4, det_layers=2, det_heads=2, det_mlp_dim=32,
-            emb_dim=8, rel_hidden=16)
+def test_model_shapes():
+  model = relation_tracker.Model(
+      num_classes=5, num_predicates=7,
+      vit=dict(width=16, depth=1, mlp_dim=32, num_heads=2, patch_size=8,
+               posemb_grid=(2, 3)),
+      num_queries=4, det_layers=2, det_heads=2, det_mlp_dim=32, emb_dim=8,
+      rel_hidden=16)
   b, t, p = 2, 3, 4
-  # The same image in every frame, so reordering boxes in time only
-  # permutes the per-frame features.
-  frames = jnp.broadcast_to(
-      jax.random.uniform(jax.random.key(0), (b, 1, 16, 24, 3)), (b, t, 16, 24, 3))
+  frames = jax.random.uniform(jax.random.key(0), (b, t, 16, 24, 3))
   fi = jnp.broadcast_to(jnp.arange(t), (b, p, t))
-  tm = fi / 4.0
   sb = jnp.broadcast_to(jnp.array([0.1, 0.1, 0.4, 0.5]), (b, p, t, 4))
-  sb = sb.at[..., 1].add(jnp.arange(t) * 0.05)
-  ob = sb.at[..., 0].add(jnp.arange(t) * 0.1)
   mask = jnp.ones((b, p, t), bool)
   cat = jax.nn.one_hot(jnp.zeros((b, p), int), 5)
-  outs = []
+  args = (frames, fi, fi / 4.0, sb, sb, mask, cat, cat)
+  params = model.init(jax.random.key(1), *args)
+  logits, det = model.apply(params, *args)
+  assert logits.shape == (b, p, 7)
+  assert det["logits"].shape == (b * t, 4, 6)
+  assert det["boxes"].shape == (b * t, 4, 4)
+  assert det["query_index"].shape == (b * t, 4)
+  assert len(det["aux"]) == 2 and det["aux"][0][0].shape == (b * t, 6, 6)
+  np.testing.assert_allclose(jnp.linalg.norm(det["embeddings"], axis=-1), 1,
+                             atol=1e-5)
+
+
+def test_motion_switch_of_the_relation_head():
+  t, p = 3, 2
+  # The same features in every frame: reordering boxes in time only permutes
+  # the per-frame features, so only the motion features see the difference.
+  grid = jnp.broadcast_to(
+      jax.random.normal(jax.random.key(0), (1, 3, 4, 8)), (t, 3, 4, 8))
+  fi = jnp.broadcast_to(jnp.arange(t), (p, t))
+  sb = jnp.broadcast_to(jnp.array([0.1, 0.1, 0.4, 0.5]), (p, t, 4))
+  sb = sb.at[..., 1].add(jnp.arange(t) * 0.05)
+  ob = sb.at[..., 0].add(jnp.arange(t) * 0.1 + 0.2)
+  mask = jnp.ones((p, t), bool)
+  cat = jax.nn.one_hot(jnp.zeros(p, int), 5)
+  diffs = []
   for motion in (True, False):
-    model = relation_tracker.Model(use_motion=motion, **kw)
-    params = model.init(jax.random.key(1), frames, fi, tm, sb, ob, mask, cat,
-                        cat)
-    logits, det = model.apply(params, frames, fi, tm, sb, ob, mask, cat, cat)
-    assert logits.shape == (b, p, 7)
-    assert det["logits"].shape == (b * t, 4, 6)
-    assert det["boxes"].shape == (b * t, 4, 4)
-    assert len(det["aux"]) == 2 and det["aux"][0][0].shape == (b * t, 6, 6)
-    np.testing.assert_allclose(jnp.linalg.norm(det["embeddings"], axis=-1), 1,
-                               atol=1e-5)
-    # Same per-frame boxes in a different temporal order: only the motion
-    # features can tell the difference.
-    rev = model.apply(params, frames, fi, tm, sb[:, :, ::-1], ob[:, :, ::-1],
-                      mask, cat, cat)[0]
-    outs.append(float(jnp.abs(rev - logits).max()))
-  assert outs[0] > 1e-4
-  assert outs[1] == pytest.approx(0, abs=1e-6)
+    head = relation_head.RelationHead(num_predicates=7, hidden=16,
+                                      use_motion=motion)
+    params = head.init(jax.random.key(1), grid, fi, fi / 4.0, sb, ob, mask,
+                       cat, cat)
+    fwd = head.apply(params, grid, fi, fi / 4.0, sb, ob, mask, cat, cat)
+    rev = head.apply(params, grid, fi, fi / 4.0, sb[:, ::-1], ob[:, ::-1],
+                     mask, cat, cat)
+    diffs.append(float(jnp.abs(rev - fwd).max()))
+  assert diffs[0] > 1e-4
+  assert diffs[1] == pytest.approx(0, abs=1e-6)
