@@ -17,18 +17,21 @@ from relations.generation import beam
 from relations.generation import decode
 from relations.models import gpt2
 from relations.models import gpt2_import
+from tests.vl_generator.random_params import random_params
 
 V, STOP, PAD, P, T = 4, 3, 2, 3, 3
 
 
-def _lm(vocab, scale):
+LM = gpt2.GPT2(vocab_size=V, num_layers=2, width=16, num_heads=2, max_len=16,
+               dropout=0.0)
+FORWARD = jax.jit(lambda p, toks: LM.apply({"params": p}, toks)[0])
+
+
+def _lm(scale):
   """Tiny random GPT-2; `scale` spreads the (tied) logits apart."""
-  lm = gpt2.GPT2(vocab_size=vocab, num_layers=2, width=16, num_heads=2,
-                 max_len=16, dropout=0.0)
-  params = nn.meta.unbox(lm.init(jax.random.PRNGKey(0),
-                                 jnp.zeros((1, 4), jnp.int32))["params"])
+  params = random_params(LM, jnp.zeros((1, 4), jnp.int32))
   params["wte"]["embedding"] = params["wte"]["embedding"] * scale
-  return lm, params
+  return LM, jax.tree.map(jnp.asarray, params)
 
 
 def _hypotheses():
@@ -50,7 +53,7 @@ def _brute_force(lm, params, prompts, length_penalty):
     # the padding cannot change the log-probs of the tokens before it).
     seqs = np.array([list(prompt) + list(h) + [0] * (T - len(h))
                      for h in hyps])
-    logits, _ = lm.apply({"params": params}, jnp.asarray(seqs))
+    logits = FORWARD(params, jnp.asarray(seqs))
     logp = np.asarray(jax.nn.log_softmax(logits, -1), np.float64)
     scored = []
     for j, h in enumerate(hyps):
@@ -65,7 +68,7 @@ def _brute_force(lm, params, prompts, length_penalty):
 @pytest.mark.parametrize("length_penalty", [0.0, 1.0, -1.5])
 def test_exhaustive_width_ranks_every_hypothesis_like_brute_force(
     length_penalty):
-  lm, params = _lm(V, 30.0)
+  lm, params = _lm(30.0)
   prompts = jnp.asarray(np.random.default_rng(0).integers(0, V, (2, P)))
   want = _brute_force(lm, params, prompts, length_penalty)
   k = len(_hypotheses())  # 40: no hypothesis is ever pruned
@@ -86,7 +89,7 @@ def test_exhaustive_width_ranks_every_hypothesis_like_brute_force(
 def test_narrow_beam_returns_the_brute_force_best_when_it_survives():
   # The best hypothesis of each prompt is found by 4 beams too (not in
   # general, but here the most likely prefixes lead to it).
-  lm, params = _lm(V, 30.0)
+  lm, params = _lm(30.0)
   prompts = jnp.asarray(np.random.default_rng(0).integers(0, V, (2, P)))
   want = _brute_force(lm, params, prompts, 0.0)
   cfg = beam.BeamConfig(num_beams=4, num_return=2, max_new_tokens=T,
@@ -102,7 +105,7 @@ def test_narrow_beam_returns_the_brute_force_best_when_it_survives():
 
 @pytest.mark.parametrize("stop_id,length_penalty", [(STOP, 0.0), (-1, 1.0)])
 def test_width_one_equals_greedy(stop_id, length_penalty):
-  lm, params = _lm(V, 3.0)
+  lm, params = _lm(3.0)
   prompts = jnp.asarray(np.random.default_rng(1).integers(0, V, (5, P)))
   greedy = decode.make_sample_fn(decode.LMDecoder(lm), decode.SampleConfig(
       num_samples=1, max_new_tokens=8, temperature=0.0, stop_id=stop_id,

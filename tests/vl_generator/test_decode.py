@@ -9,6 +9,7 @@ import numpy as np
 from relations.generation import decode
 from relations.generation import sampling
 from relations.models import gpt2
+from tests.vl_generator.random_params import random_params
 
 
 def test_nucleus_keeps_tokens_until_mass_is_crossed():
@@ -51,25 +52,30 @@ def test_temperature_sharpens():
   np.testing.assert_allclose((toks == 0).mean(), 0.36 / 0.52, atol=0.01)
 
 
+LM = gpt2.GPT2(vocab_size=50, num_layers=2, width=32, num_heads=4, max_len=64,
+               dropout=0.0)
+PARAMS = random_params(LM, jnp.zeros((1, 4), jnp.int32))
+
+
 def _lm():
-  lm = gpt2.GPT2(vocab_size=50, num_layers=2, width=32, num_heads=4,
-                 max_len=64, dropout=0.0)
-  params = lm.init(jax.random.PRNGKey(0), jnp.zeros((1, 4), jnp.int32))
-  return lm, params["params"]
+  return LM, jax.tree.map(jnp.asarray, PARAMS)
 
 
 def test_greedy_cached_decoding_equals_uncached_argmax_loop():
   lm, params = _lm()
-  prompts = jnp.asarray(np.random.default_rng(0).integers(0, 50, (3, 9)))
+  prompts = np.random.default_rng(0).integers(0, 50, (3, 9))
   cfg = decode.SampleConfig(num_samples=2, max_new_tokens=6, temperature=0.0,
                             stop_id=-1, pad_id=0)
   out = decode.make_sample_fn(decode.LMDecoder(lm), cfg)(
-      params, {"tokens": prompts}, jax.random.PRNGKey(0))
+      params, {"tokens": jnp.asarray(prompts)}, jax.random.PRNGKey(0))
   assert out.shape == (3, 2, 6)
-  seq = prompts
-  for _ in range(6):
-    logits, _ = lm.apply({"params": params}, seq)
-    seq = jnp.concatenate([seq, logits[:, -1].argmax(-1)[:, None]], 1)
+  # Uncached reference: full forward passes over the growing sequence, kept
+  # at one width (positions not yet generated hold 0; the causal mask hides
+  # them from the position read), so the forward compiles once.
+  forward = jax.jit(lambda p, s: lm.apply({"params": p}, s)[0])
+  seq = np.concatenate([prompts, np.zeros((3, 6), prompts.dtype)], 1)
+  for t in range(6):
+    seq[:, 9 + t] = np.asarray(forward(params, seq)[:, 8 + t].argmax(-1))
   for s in range(2):
     np.testing.assert_array_equal(out[:, s], seq[:, 9:])
 
@@ -80,10 +86,7 @@ def test_rows_stop_at_stop_id_and_pad_afterwards():
   cfg = decode.SampleConfig(num_samples=4, max_new_tokens=12, top_p=0.9,
                             stop_id=7, pad_id=49)
   # Make token 7 likely so rows stop early.
-  params = jax.tree.map(lambda x: x, params)
-  emb = params["wte"]["embedding"]
-  params["wte"]["embedding"] = emb.replace_boxed(
-      emb.value.at[7].multiply(8.0))
+  params["wte"]["embedding"] = params["wte"]["embedding"].at[7].multiply(8.0)
   out = np.asarray(decode.make_sample_fn(decode.LMDecoder(lm), cfg)(
       params, {"tokens": prompts}, jax.random.PRNGKey(0)))
   stopped = 0

@@ -2,7 +2,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Visual slots, RoI-Align, masking, loss and cached decoding of the VL model."""
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,6 +11,7 @@ from relations.generation import beam
 from relations.generation import decode
 from relations.models import gpt2
 from relations.models import vl_generator
+from tests.vl_generator.random_params import random_params
 
 V, L, K, EOS = 60, 16, 4, 3
 
@@ -48,7 +48,13 @@ def _model(**kw):
 
 
 def _init(model, batch):
-  return nn.meta.unbox(model.init(jax.random.PRNGKey(0), batch)["params"])
+  return jax.tree.map(jnp.asarray, random_params(model, batch))
+
+
+def _fn(model, method=None):
+  """Jitted `model.apply({"params": p}, *args, method=method)` (eager calls of
+  a transformer dispatch op by op and cost seconds each on CPU)."""
+  return jax.jit(lambda p, *a: model.apply({"params": p}, *a, method=method))
 
 
 def test_roi_align_mean_is_exact_on_a_linear_grid():
@@ -71,11 +77,11 @@ def test_slots_overwrite_image_positions_with_pg_and_subject():
   batch = _batch()
   model = _model()
   params = _init(model, batch)
-  emb, mask = model.apply({"params": params}, batch,
-                          method=vl_generator.VLGenerator.input_embeddings)
+  emb, mask = _fn(model, vl_generator.VLGenerator.input_embeddings)(params,
+                                                                   batch)
   wte = params["lm"]["wte"]["embedding"]
-  proj = model.apply({"params": params}, batch["visual_features"], False,
-                     method=lambda m, f, t: m.project(f, t))
+  proj = _fn(model, lambda m, f: m.project(f, False))(
+      params, batch["visual_features"])
   subj = params["subject_embed"][0]
   # Row 0: slots 0..2 filled, slot 3 keeps wte(eos).
   for k in range(3):
@@ -88,8 +94,8 @@ def test_slots_overwrite_image_positions_with_pg_and_subject():
   assert not mask[0, 10] and mask[0, 12]
   # Without PG the detection embedding is not added.
   nopg = _model(person_grounding=False)
-  emb2, _ = nopg.apply({"params": params}, batch,
-                       method=vl_generator.VLGenerator.input_embeddings)
+  emb2, _ = _fn(nopg, vl_generator.VLGenerator.input_embeddings)(params,
+                                                                 batch)
   np.testing.assert_allclose(emb2[0, 2], proj[0, 1] + subj, atol=1e-5)
 
 
@@ -100,8 +106,9 @@ def test_attention_mask_switch_hides_or_attends_padding():
   for masked in (True, False):
     model = _model(attention_mask=masked)
     params = _init(model, batch)
-    a, _ = model.apply({"params": params}, batch)
-    b, _ = model.apply({"params": params}, changed)
+    forward = _fn(model)
+    a, _ = forward(params, batch)
+    b, _ = forward(params, changed)
     diff = float(jnp.abs(a[:, 12:] - b[:, 12:]).max())
     if masked:
       assert diff < 1e-5   # token_mask (from the original ids) hides 10..11
@@ -114,8 +121,8 @@ def test_text_only_model_has_no_visual_params_and_ignores_slots():
   model = _model(visual="none")
   params = _init(model, batch)
   assert set(params) == {"lm"}
-  emb, mask = model.apply({"params": params}, batch,
-                          method=vl_generator.VLGenerator.input_embeddings)
+  emb, mask = _fn(model, vl_generator.VLGenerator.input_embeddings)(params,
+                                                                   batch)
   np.testing.assert_allclose(emb[:, 1:1 + K],
                              params["lm"]["wte"]["embedding"][EOS][None, None]
                              * jnp.ones((2, K, 1)), atol=1e-6)
@@ -152,9 +159,10 @@ def test_cached_greedy_decoding_matches_full_forward(masked):
   # sequence has room: L = 16 = prompt 12 + 4).
   ids = np.asarray(batch["input_ids"]).copy()
   tmask = np.asarray(batch["token_mask"]).copy()
+  forward = _fn(model)
   for t in range(steps):
     cur = dict(batch, input_ids=jnp.asarray(ids), token_mask=jnp.asarray(tmask))
-    logits, _ = model.apply({"params": params}, cur)
+    logits, _ = forward(params, cur)
     nxt = np.asarray(logits[:, prompt_len - 1 + t].argmax(-1))
     ids[:, prompt_len + t] = nxt
     tmask[:, prompt_len + t] = True
@@ -175,14 +183,14 @@ def test_beam_scores_equal_full_forward_log_probs_of_the_hypotheses():
       vl_generator.VLDecoder(model, prompt_len), cfg, prompt_len)(params, batch)
   toks, scores = np.asarray(toks), np.asarray(scores)
   assert toks.shape == (2, k, steps)
-  forward = jax.jit(lambda p, b: model.apply({"params": p}, b)[0])
+  forward = _fn(model)
   for j in range(k):
     ids = np.asarray(batch["input_ids"]).copy()
     ids[:, prompt_len:] = toks[:, j]
     tmask = np.asarray(batch["token_mask"]).copy()
     tmask[:, prompt_len:] = True
-    logits = forward(params, dict(batch, input_ids=jnp.asarray(ids),
-                                  token_mask=jnp.asarray(tmask)))
+    logits, _ = forward(params, dict(batch, input_ids=jnp.asarray(ids),
+                                     token_mask=jnp.asarray(tmask)))
     logp = np.asarray(jax.nn.log_softmax(logits, -1))
     for b in range(2):
       row = toks[b, j].tolist()
@@ -205,12 +213,15 @@ def test_vit_slots_train_the_vit():
     logits, _ = model.apply({"params": p}, batch)
     return vl_generator.lm_loss(logits, batch["labels"])[0]
 
-  grads = jax.grad(loss)(params)
+  @jax.jit
+  def grads_and_embeddings(p):
+    return jax.grad(loss)(p), model.apply(
+        {"params": p}, batch, method=vl_generator.VLGenerator.input_embeddings)
+
+  grads, (emb, _) = grads_and_embeddings(params)
   g = grads["vit"]["embedding"]["kernel"]
   assert float(jnp.abs(g).max()) > 0
   # Slot 1 and slot 2 cover different image halves -> different features.
-  emb, _ = model.apply({"params": params}, batch,
-                       method=vl_generator.VLGenerator.input_embeddings)
   assert float(jnp.abs(emb[0, 2] - emb[0, 3]).max()) > 1e-4
 
 
