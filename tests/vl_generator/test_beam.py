@@ -86,21 +86,26 @@ def test_exhaustive_width_ranks_every_hypothesis_like_brute_force(
                                rtol=1e-5, atol=1e-5)
 
 
-def test_narrow_beam_returns_the_brute_force_best_when_it_survives():
-  # The best hypothesis of each prompt is found by 4 beams too (not in
-  # general, but here the most likely prefixes lead to it).
+def test_narrow_beam_scores_are_the_brute_force_scores_of_its_hypotheses():
+  # With 4 beams hypotheses get pruned; each returned one must still carry
+  # its exact log-probability (cache rows follow their beams), best first.
   lm, params = _lm(30.0)
   prompts = jnp.asarray(np.random.default_rng(0).integers(0, V, (2, P)))
   want = _brute_force(lm, params, prompts, 0.0)
-  cfg = beam.BeamConfig(num_beams=4, num_return=2, max_new_tokens=T,
+  cfg = beam.BeamConfig(num_beams=4, num_return=3, max_new_tokens=T,
                         stop_id=STOP, pad_id=PAD, length_penalty=0.0)
   toks, scores = beam.make_beam_fn(decode.LMDecoder(lm), cfg)(
       params, {"tokens": prompts})
-  assert toks.shape == (2, 2, T)
+  assert toks.shape == (2, 3, T)
   for b in range(2):
-    assert np.asarray(toks[b, 0]).tolist() == want[b][0][1]
-    np.testing.assert_allclose(scores[b, 0], want[b][0][0], rtol=1e-5)
-    assert scores[b, 0] >= scores[b, 1]
+    table = {tuple(h): s for s, h in want[b]}
+    rows = [tuple(r) for r in np.asarray(toks[b]).tolist()]
+    np.testing.assert_allclose(scores[b], [table[r] for r in rows],
+                               rtol=1e-5, atol=1e-5)
+    assert (np.diff(scores[b]) < 0).all()
+    # For these prompts the overall best survives the pruning (checked by
+    # the brute force), so it must come first.
+    assert list(rows[0]) == want[b][0][1]
 
 
 @pytest.mark.parametrize("stop_id,length_penalty", [(STOP, 0.0), (-1, 1.0)])

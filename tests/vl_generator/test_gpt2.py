@@ -87,9 +87,15 @@ def test_params_carry_logical_axis_names():
 def test_remat_gives_same_gradients():
   lm, params, toks = _tiny()
   lm_r = lm.clone(remat=True)
-  loss = lambda m: lambda p: m.apply({"params": p}, toks)[0].std()  # pylint: disable=g-long-lambda
-  g1, g2 = jax.jit(lambda p: (jax.grad(loss(lm))(p),  # pylint: disable=g-long-lambda
-                              jax.grad(loss(lm_r))(p)))(params)
+
+  def loss(model):
+    return lambda p: model.apply({"params": p}, toks)[0].std()
+
+  @jax.jit
+  def grads(p):
+    return jax.grad(loss(lm))(p), jax.grad(loss(lm_r))(p)
+
+  g1, g2 = grads(params)
   for a, b in zip(jax.tree.leaves(g1), jax.tree.leaves(g2)):
     np.testing.assert_allclose(a, b, atol=1e-6)
   assert max(float(jnp.abs(g).max()) for g in jax.tree.leaves(g1)) > 1e-4

@@ -57,7 +57,8 @@ def _ours(model_dir, vocab_size):
   lm = gpt2.GPT2(**cfg, vocab_size=vocab_size, dropout=0.0)
   shapes = jax.eval_shape(lm.init, jax.random.PRNGKey(0),
                           jnp.zeros((1, 4), jnp.int32))["params"]
-  params = gpt2_import.load(shapes, os.path.join(model_dir, "model.safetensors"))
+  params = gpt2_import.load(shapes,
+                            os.path.join(model_dir, "model.safetensors"))
   return lm, params
 
 
