@@ -116,6 +116,7 @@ def get_config(arg=None):
       text_given=arg.text_given,
       method="sample", num_samples=5, top_p=0.9, top_k=0, temperature=1.0,
       max_new_tokens=20, batch_size=32,
+      length_penalty=1.0, early_stopping=False,  # method="beam" only (HF conventions)
       max_records=0,                     # 0 = all (event, relation) pairs
       meteor=True, meteor_workers=0,     # 0 = one METEOR process per core
       acc50=True, acc50_seed=0, acc50_candidates="",  # "" = seeded, saved
