@@ -30,7 +30,9 @@ from relations.video import prior_baseline
 from relations.video import submission
 from relations.video import visualize
 
-_SPLIT_FOLDERS = {"vidor": {"train": "training", "validation": "validation"},
+# Where the official annotation of a split lives below manual_dir.
+_SPLIT_FOLDERS = {"vidor": {"train": "annotation/training",
+                            "validation": "annotation/validation"},
                   "vidvrd": {"train": "train", "test": "test"}}
 
 
@@ -107,7 +109,7 @@ class Evaluator:
 
   def _groundtruth(self, video_ids):
     path = self.ec.get("groundtruth") or os.path.join(
-        self.config.data.manual_dir, "annotation",
+        self.config.data.manual_dir,
         _SPLIT_FOLDERS[self.config.dataset][self.ec.split])
     gt = vrd_io.load_groundtruth(path, self.config.dataset)
     missing = [v for v in video_ids if v not in gt]

@@ -11,7 +11,10 @@ Two modes (`config.video.tracks`):
 Relations are predicted per temporal segment (`segments.segment_video`) for
 every ordered pair of tracks visible together in it; each pair contributes
 its `predicates_per_pair` most likely predicates, scored
-`p(predicate) * p(subject class) * p(object class)`.
+`p(predicate) * p(subject class) * p(object class)`, over the central part
+of the segment (`segment_trim` native frames cut at both ends, not at the
+video's ends): segment-level durations overshoot short relations, and the
+association concatenates the overlapping central parts.
 """
 
 import dataclasses
@@ -73,7 +76,29 @@ def groundtruth_tracks(example):
   return out
 
 
-def detected_tracks(example, det, tracker_cfg):
+def own_window(start, end, trim, num_frames):
+  """The part `[start + trim, end - trim)` of a segment that its predictions
+  claim; not trimmed at the video's first / last frame."""
+  return (start + trim if start > 0 else start,
+          end - trim if end < num_frames else end)
+
+
+def smooth_boxes(boxes, weight):
+  """Temporal smoothing of a track's boxes `[n, 4]`.
+
+  Each inner box becomes `(w * prev + box + w * next) / (1 + 2 w)`; the end
+  boxes are kept. Per-frame detections jitter by a few pixels while objects
+  move smoothly, and vIoU integrates that jitter over the whole relation.
+  """
+  if weight <= 0 or len(boxes) < 3:
+    return boxes
+  out = boxes.copy()
+  out[1:-1] = (weight * boxes[:-2] + boxes[1:-1] + weight * boxes[2:]) / (
+      1 + 2 * weight)
+  return out
+
+
+def detected_tracks(example, det, tracker_cfg, smoothing=0.0):
   """`TrackInfo` from per-frame detections linked into trajectories.
 
   Args:
@@ -81,6 +106,7 @@ def detected_tracks(example, det, tracker_cfg):
     det: dict of numpy arrays over sampled frames: `boxes` `[T, Q, 4]`
       normalised cxcywh, `probs` `[T, Q, C + 1]`, `embeddings` `[T, Q, E]`.
     tracker_cfg: `tracking.TrackerConfig`.
+    smoothing: neighbour weight of `smooth_boxes` (0 = raw detections).
 
   Returns:
     (list of `TrackInfo`, list of raw `tracking.Track`).
@@ -103,7 +129,7 @@ def detected_tracks(example, det, tracker_cfg):
   out = []
   for tr in raw:
     f = fidx[np.asarray(tr.frames)]
-    bx = np.stack(tr.boxes)
+    bx = smooth_boxes(np.stack(tr.boxes), float(smoothing))
     start, end = interpolate.observed_span(f, step, n_native)
     native = interpolate.interpolate_boxes(f, bx, start, end)
     sampled = np.stack([np.interp(fidx, f, bx[:, j]) for j in range(4)], -1)
@@ -204,10 +230,15 @@ class Predictor:
     probs = np.concatenate(probs)[:len(rows)]
     k_top = int(v.predicates_per_pair)
     out = {si: [] for si in range(len(segs))}
+    trim = int(v.get("segment_trim", 0))
     for r, (si, a, b, _) in enumerate(rows):
       s, e = segs[si]
-      start = max(s, a.start, b.start)
-      end = min(e, a.end, b.end)
+      # A segment's prediction claims its central part only (the label rule
+      # asks a relation to cover half of the segment), except at the video's
+      # ends; overlapping central parts still chain in the association.
+      s_own, e_own = own_window(s, e, trim, n_native)
+      start = max(s_own, a.start, b.start)
+      end = min(e_own, a.end, b.end)
       if end <= start:
         continue
       top = np.argsort(-probs[r], kind="stable")[:k_top]
@@ -241,7 +272,8 @@ class Predictor:
     if mode == "groundtruth":
       tracks, raw = groundtruth_tracks(example), None
     elif mode == "detected":
-      tracks, raw = detected_tracks(example, det, self.tracker_cfg)
+      tracks, raw = detected_tracks(example, det, self.tracker_cfg,
+                                    float(v.get("box_smoothing", 0.0)))
     else:
       raise ValueError(f"config.video.tracks: unknown mode {mode!r} "
                        "(groundtruth, detected)")

@@ -11,6 +11,7 @@ from relations.evaluators.vrd import validate
 from relations.video import association
 from relations.video import interpolate
 from relations.video import metrics
+from relations.video import pipeline
 from relations.video import segments
 from relations.video import submission
 from relations.video import tracking
@@ -56,6 +57,17 @@ def test_observed_span_adds_half_a_step_and_clips():
   assert interpolate.observed_span([8, 12, 16], 4, 100) == (6, 18)
   assert interpolate.observed_span([0, 4], 4, 100) == (0, 6)
   assert interpolate.observed_span([96], 4, 98) == (94, 98)
+
+
+def test_own_window_and_box_smoothing():
+  assert pipeline.own_window(0, 12, 3, 50) == (0, 9)
+  assert pipeline.own_window(4, 16, 3, 50) == (7, 13)
+  assert pipeline.own_window(38, 50, 3, 50) == (41, 50)
+  b = np.array([[0, 0, 4, 4], [2, 0, 6, 4], [10, 0, 14, 4]], float)
+  out = pipeline.smooth_boxes(b, 0.5)
+  np.testing.assert_array_equal(out[[0, 2]], b[[0, 2]])
+  np.testing.assert_allclose(out[1], (0.5 * b[0] + b[1] + 0.5 * b[2]) / 2)
+  np.testing.assert_array_equal(pipeline.smooth_boxes(b, 0.0), b)
 
 
 # ---------------------------------------------------------------- association
