@@ -75,8 +75,8 @@ def parse_table(data: bytes, groundtruth: bool = False,
       data.decode("utf-8")
     except UnicodeDecodeError as e:
       raise NotTabular(f"{name}: not UTF-8: {e}") from None
-  n_open = int(np.count_nonzero(buf == 91)) + 1     # '[': >= boxes, videos
-  n_obj = int(np.count_nonzero(buf == 123)) + 1     # '{': >= predictions
+  # '[' bounds the boxes and videos, '{' the predictions.
+  n_open, n_obj = (int(x) + 1 for x in json_scan.count_brackets(buf))
   boxes = np.empty(4 * n_open)
   name_tok = np.zeros((n_obj, 3, 2), np.int64)
   score = np.empty(n_obj)

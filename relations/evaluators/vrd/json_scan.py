@@ -726,3 +726,13 @@ def slow_tokens(buf, starts):
   for t in range(len(starts)):
     out[t, :lengths[t]] = buf[starts[t]:starts[t] + lengths[t]]
   return out
+
+
+@numba.njit(cache=True, nogil=True)
+def count_brackets(buf):
+  """Number of '[' and '{' bytes: upper bounds for the output arrays."""
+  n_open = n_obj = 0
+  for c in buf:
+    n_open += c == 91
+    n_obj += c == 123
+  return n_open, n_obj
