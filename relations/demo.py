@@ -38,6 +38,21 @@ def _fmt(v) -> str:
   return str(v)
 
 
+def print_summary(summary: dict, tasks, workdir: str) -> None:
+  """One screen: per task its wall time and headline metrics (nested dicts flattened)."""
+  print("\n" + "=" * 78)
+  print(f"relations demo summary  ({summary['total_seconds']:.0f} s, outputs in {workdir})")
+  print("=" * 78)
+  for task in tasks:
+    items = _flatten(summary[task])
+    print(f"{task}  [{items.get('wall_seconds', float('nan')):.0f} s]")
+    for k, v in items.items():
+      if k == "wall_seconds" or k.split("/")[0] == "seconds":
+        continue  # the tasks' own stage timings stay in summary.json
+      print(f"    {k:<40} {_fmt(v)}")
+  print("=" * 78)
+
+
 def main(argv=None) -> int:
   p = argparse.ArgumentParser(description="Run every task's demo on synthetic data.")
   p.add_argument("--workdir", default="demo_out")
@@ -60,28 +75,18 @@ def main(argv=None) -> int:
     try:
       module = importlib.import_module(f"relations.tasks.{task}")
       metrics = module.run_demo(os.path.join(workdir, task))
-      summary[task] = {"seconds": round(time.time() - t0, 1), **metrics}
+      summary[task] = {**metrics, "wall_seconds": round(time.time() - t0, 1)}
     except Exception:  # pylint: disable=broad-except
       traceback.print_exc()
       failed.append(task)
-      summary[task] = {"seconds": round(time.time() - t0, 1), "error": "failed (see above)"}
+      summary[task] = {"error": "failed (see above)", "wall_seconds": round(time.time() - t0, 1)}
   summary["total_seconds"] = round(time.time() - t_all, 1)
   tmp = os.path.join(workdir, "summary.json.tmp")
   with open(tmp, "w") as f:
     json.dump(summary, f, indent=2, default=str)
   os.replace(tmp, os.path.join(workdir, "summary.json"))
 
-  print("\n" + "=" * 78)
-  print(f"relations demo summary  ({summary['total_seconds']:.0f} s, outputs in {workdir})")
-  print("=" * 78)
-  for task in tasks:
-    items = _flatten(summary[task])
-    print(f"{task}  [{items['seconds']:.0f} s]")
-    for k, v in items.items():
-      if k == "seconds" or k.startswith("seconds/"):
-        continue
-      print(f"    {k:<40} {_fmt(v)}")
-  print("=" * 78)
+  print_summary(summary, tasks, workdir)
   if failed:
     print(f"FAILED: {', '.join(failed)}")
     return 1
