@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import sys
 import time
 import traceback
+
+from relations import io_util
 
 TASKS = ("occlusion", "video_relations", "visual_commonsense")
 
@@ -81,10 +82,7 @@ def main(argv=None) -> int:
       failed.append(task)
       summary[task] = {"error": "failed (see above)", "wall_seconds": round(time.time() - t0, 1)}
   summary["total_seconds"] = round(time.time() - t_all, 1)
-  tmp = os.path.join(workdir, "summary.json.tmp")
-  with open(tmp, "w") as f:
-    json.dump(summary, f, indent=2, default=str)
-  os.replace(tmp, os.path.join(workdir, "summary.json"))
+  io_util.write_json_atomic(os.path.join(workdir, "summary.json"), summary, default=str)
 
   print_summary(summary, tasks, workdir)
   if failed:

@@ -5,10 +5,10 @@ Restores the latest (or given) checkpoint of a training run and runs its registe
 `W/eval/<NAME>/` and score them. Without `--eval` every configured evaluator runs.
 """
 
-import json
 import os
 import sys
 
+from relations import io_util
 from relations.train import cli
 from relations.train import distributed
 
@@ -38,10 +38,7 @@ def main(argv=None) -> int:
       results[name] = {k: float(v) for k, v in res.items()}
       print(f"[{name}] step {step}: " + ", ".join(f"{k}={float(v):.4f}" for k, v in res.items()))
   if jax.process_index() == 0:
-    out = os.path.join(args.workdir, f"predict_step{step}.json")
-    with open(out + ".tmp", "w") as f:
-      json.dump(results, f, indent=2)
-    os.replace(out + ".tmp", out)
+    io_util.write_json_atomic(os.path.join(args.workdir, f"predict_step{step}.json"), results)
   return 0
 
 

@@ -15,9 +15,9 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 
 from relations.evaluators.captioning import protocol
+from relations.io_util import write_json_atomic  # pylint: disable=unused-import  (re-exported)
 
 _ORDER = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "CIDEr", "Unique",
           "Novel", "Novel_normalised", "DIV1_set", "DIV2_set", "DIV1_corpus",
@@ -40,22 +40,6 @@ def load_json(path: str, what: str):
   except json.JSONDecodeError as e:
     raise SystemExit(f"error: {what} file {path} is not valid JSON: "
                      f"{e}") from None
-
-
-def write_json_atomic(path: str, obj) -> None:
-  """Writes JSON to a temporary file next to `path`, then renames it."""
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".json", dir=directory)
-  try:
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-      json.dump(obj, f, indent=2, sort_keys=False)
-      f.write("\n")
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-    raise
 
 
 def format_table(metrics: dict) -> str:

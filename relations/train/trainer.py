@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import json
 import os
 import signal
 import time
@@ -28,6 +27,7 @@ import ml_collections
 import numpy as np
 import optax
 
+from relations import io_util
 from relations.train import checkpoint as ckpt_lib
 from relations.train import input_pipeline
 from relations.train import optim
@@ -240,10 +240,8 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
   # ---------------------------------------------------------------- Set up logging
   writer = _make_writer(workdir)
   if is_lead:
-    tmp = os.path.join(workdir, "config.json.tmp")
-    with open(tmp, "w") as f:
-      f.write(config.to_json_best_effort(indent=2))
-    os.replace(tmp, os.path.join(workdir, "config.json"))
+    io_util.write_text_atomic(os.path.join(workdir, "config.json"),
+                              config.to_json_best_effort(indent=2))
 
   # ---------------------------------------------------------------- Mesh, data, model, optimizer
   s = setup(config, devices)
@@ -327,10 +325,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
   if is_lead:
     summary = {"final_step": final_step, "steps_per_sec": sps, "preempted": preempted,
                **{k: float(v) for k, v in eval_metrics.items() if np.isscalar(v)}}
-    tmp = os.path.join(workdir, "train_summary.json.tmp")
-    with open(tmp, "w") as f:
-      json.dump(summary, f, indent=2)
-    os.replace(tmp, os.path.join(workdir, "train_summary.json"))
+    io_util.write_json_atomic(os.path.join(workdir, "train_summary.json"), summary)
   mngr.close()
   return TrainResult(state=state, step=final_step, preempted=preempted, steps_per_sec=sps,
                      eval_metrics=eval_metrics)

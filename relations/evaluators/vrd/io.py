@@ -12,10 +12,10 @@ import glob
 import json
 import lzma
 import os
-import tempfile
 from typing import Any
 
 from relations.datasets import vrd_json
+from relations.io_util import write_json_atomic  # pylint: disable=unused-import  (re-exported)
 
 
 class SubmissionError(ValueError):
@@ -105,20 +105,3 @@ def load_groundtruth(path: str, dataset: str | None = None) -> dict:
       source[vid] = f
       out[vid] = rels
   return out
-
-
-def write_json_atomic(path: str, obj: Any) -> None:
-  """Writes JSON to a temporary file next to `path`, then renames it."""
-  folder = os.path.dirname(os.path.abspath(path))
-  os.makedirs(folder, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp_",
-                             suffix=os.path.basename(path))
-  try:
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-      json.dump(obj, f, indent=2, sort_keys=False)
-      f.write("\n")
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-    raise
