@@ -20,7 +20,8 @@ This is a superset of the entries METEOR can use.  tests/commonsense_metrics
 checks equality with the full table.
 
 The table is indexed once per machine (``~/.cache/relations`` or
-$RELATIONS_CACHE_DIR) and then filtered in well under a second.
+$RELATIONS_CACHE_DIR, ~15 CPU-seconds); filtering then takes milliseconds
+(see ParaphraseIndex).
 """
 
 import gzip
@@ -38,7 +39,7 @@ from relations.evaluators.captioning import java as java_lib
 ALNUM = re.compile("[0-9A-Za-z\u0160\u017d\u0161\u017e\u0178\u00c0-\u00d6"
                    "\u00d8-\u00f6\u00f8-\u017e\u0400-\u04ff\u0500-\u0527"
                    "\ua640-\ua66e\ua67e-\ua697\u1d00-\u1d7f]+")
-_VERSION = "1"
+_VERSION = "2"
 _ODD_WHITESPACE = re.compile(r"[^\S \t\n\f]|\r")
 
 
@@ -53,15 +54,32 @@ def cache_root() -> str:
                                      "relations"))
 
 
+_ARRAYS = ("tokens", "offsets", "run_ids", "run_offsets", "witness_offsets",
+           "witness_entries", "runless_entries")
+
+
 class ParaphraseIndex:
-  """Word-id index of a METEOR paraphrase table (see module docstring)."""
+  """Word-id index of a METEOR paraphrase table (see module docstring).
+
+  Filtering must find the entries whose words are all "good" (their runs
+  occur in the text) without scanning all 5.3M entries: every entry is filed
+  under its witness, the word with runs that occurs in the fewest entries.
+  An entry can only be kept if its witness is good, so the candidates are
+  the entries filed under good words (few, since common words are rarely
+  any entry's rarest word); each candidate is then checked word by word.
+  Entries made only of words without runs are always kept.  The arrays are
+  memory-mapped, so loading costs next to nothing.
+  """
 
   def __init__(self, directory: str):
-    data = np.load(os.path.join(directory, "index.npz"))
-    self.tokens = data["tokens"]  # [T] word ids, entries back to back.
-    self.offsets = data["offsets"]  # [2E+1]: ref = [o[2e], o[2e+1]), para..
-    self.run_ids = data["run_ids"]  # [R'] run ids of all words.
-    self.run_offsets = data["run_offsets"]  # [V+1]
+    for name in _ARRAYS:
+      setattr(self, name,
+              np.load(os.path.join(directory, name + ".npy"), mmap_mode="r"))
+    # tokens [T] word ids, entries back to back; offsets [2E+1]: entry e's
+    # reference phrase is tokens[o[2e]:o[2e+1]], its paraphrase
+    # tokens[o[2e+1]:o[2e+2]]; run_ids/run_offsets: the ALNUM runs of each
+    # word (CSR); witness_entries/witness_offsets: entry ids filed under
+    # each word (CSR, ascending); runless_entries: always-kept entry ids.
     with open(os.path.join(directory, "vocab.txt"), encoding="utf-8") as f:
       self.vocab = f.read().split("\n")
     with open(os.path.join(directory, "runs.txt"), encoding="utf-8") as f:
@@ -90,21 +108,26 @@ class ParaphraseIndex:
       for phrase in (lines[e + 1], lines[e + 2]):
         tokens.extend(get(w, len(vocab)) for w in phrase.split())
         offsets.append(len(tokens))
+    del lines
     words = list(vocab)
     run_ids, run_offsets = [], [0]
     rget = runs.setdefault
     for w in words:
       run_ids.extend(rget(r, len(runs)) for r in ALNUM.findall(w))
       run_offsets.append(len(run_ids))
+    arrays = {"tokens": np.array(tokens, np.int32),
+              "offsets": np.array(offsets, np.int64),
+              "run_ids": np.array(run_ids, np.int32),
+              "run_offsets": np.array(run_offsets, np.int64)}
+    del tokens, offsets
+    arrays.update(_witnesses(arrays["tokens"], arrays["offsets"],
+                             np.diff(arrays["run_offsets"]) > 0))
     parent = os.path.dirname(directory)
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".tmp_", dir=parent)
     try:
-      np.savez(os.path.join(tmp, "index.npz"),
-               tokens=np.array(tokens, np.int32),
-               offsets=np.array(offsets, np.int64),
-               run_ids=np.array(run_ids, np.int32),
-               run_offsets=np.array(run_offsets, np.int64))
+      for name in _ARRAYS:
+        np.save(os.path.join(tmp, name + ".npy"), arrays[name])
       for name, items in (("vocab.txt", words), ("runs.txt", list(runs))):
         with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
           f.write("\n".join(items))
@@ -113,30 +136,55 @@ class ParaphraseIndex:
       shutil.rmtree(tmp, ignore_errors=True)
       raise
 
+  def good_words(self, texts: Iterable[str]) -> np.ndarray:
+    """[V] bool: every ALNUM run of the word occurs in `texts`."""
+    run_ok = np.zeros(len(self.runs), bool)
+    # Runs never contain whitespace, so the runs of the distinct
+    # whitespace-separated tokens are the runs of the texts.
+    words = set()
+    for text in texts:
+      words.update(text.split())
+    runs = self.runs
+    for word in words:
+      lower = word.lower()
+      # The normaliser deletes the dots of dotted words ("u.s." -> "us"),
+      # joining runs; the dot-free forms cover those joins.
+      for form in (word, lower, word.replace(".", ""),
+                   lower.replace(".", "")):
+        for r in ALNUM.findall(form):
+          i = runs.get(r)
+          if i is not None:
+            run_ok[i] = True
+    # A word is bad if any of its runs is absent from the text.
+    bad_runs = np.concatenate([[0], np.cumsum(~run_ok[self.run_ids])])
+    return bad_runs[self.run_offsets[1:]] == bad_runs[self.run_offsets[:-1]]
+
+  def keep(self, texts: Iterable[str]) -> np.ndarray:
+    """Ascending ids of the entries whose words are all good for `texts`."""
+    good = self.good_words(texts)
+    wo = self.witness_offsets
+    words = np.nonzero(good & (wo[1:] > wo[:-1]))[0]
+    cand = np.concatenate(
+        [self.witness_entries[wo[w]:wo[w + 1]] for w in words.tolist()] +
+        [np.zeros(0, np.int64)]).astype(np.int64)
+    if len(cand):
+      starts = self.offsets[2 * cand]
+      lengths = self.offsets[2 * cand + 2] - starts
+      # Token positions of all candidates, back to back.
+      first = np.repeat(np.cumsum(lengths) - lengths, lengths)
+      pos = np.repeat(starts, lengths) + np.arange(len(first)) - first
+      tok_good = good[self.tokens[pos]]
+      seg_starts = np.cumsum(lengths) - lengths
+      cand = cand[np.logical_and.reduceat(tok_good, seg_starts)]
+    return np.union1d(cand, self.runless_entries)
+
   def filter(self, texts: Iterable[str], out_path: str) -> int:
     """Writes the entries usable for `texts` as a gzipped table.
 
     Returns:
       The number of entries kept.
     """
-    run_ok = np.zeros(len(self.runs), bool)
-    for text in texts:
-      lower = text.lower()
-      # The normaliser deletes the dots of dotted words ("u.s." -> "us"),
-      # joining runs; the dot-free forms cover those joins.
-      for form in (text, lower, text.replace(".", ""),
-                   lower.replace(".", "")):
-        for r in ALNUM.findall(form):
-          i = self.runs.get(r)
-          if i is not None:
-            run_ok[i] = True
-    # A word is bad if any of its runs is absent from the text.
-    bad_runs = np.concatenate([[0], np.cumsum(~run_ok[self.run_ids])])
-    word_bad = (bad_runs[self.run_offsets[1:]] -
-                bad_runs[self.run_offsets[:-1]]) > 0
-    bad_tok = np.concatenate([[0], np.cumsum(word_bad[self.tokens])])
-    starts, ends = self.offsets[0:-1:2], self.offsets[2::2]
-    keep = np.nonzero(bad_tok[ends] - bad_tok[starts] == 0)[0]
+    keep = self.keep(texts)
     vocab, tokens, offsets = self.vocab, self.tokens, self.offsets
     parts = []
     for e in keep.tolist():
@@ -147,6 +195,30 @@ class ParaphraseIndex:
     with gzip.open(out_path, "wt", encoding="utf-8", compresslevel=1) as f:
       f.write("".join(parts))
     return len(keep)
+
+
+def _witnesses(tokens: np.ndarray, offsets: np.ndarray,
+               has_runs: np.ndarray) -> dict[str, np.ndarray]:
+  """Files every entry under its witness word (see ParaphraseIndex)."""
+  num_words = len(has_runs)
+  num_entries = (len(offsets) - 1) // 2
+  entry_freq = np.bincount(tokens, minlength=num_words).astype(np.int64)
+  # Key = (frequency, word id); words without runs never witness.
+  key = np.where(has_runs, entry_freq, np.int64(2**40)) * num_words
+  key += np.arange(num_words)
+  starts = offsets[0:-1:2]
+  lengths = offsets[2::2] - starts
+  nonempty = lengths > 0
+  best = np.full(num_entries, np.int64(2**62))
+  best[nonempty] = np.minimum.reduceat(key[tokens], starts[nonempty])
+  witness = best % num_words
+  runless = ~nonempty | ~has_runs[witness]
+  entries = np.nonzero(~runless)[0]
+  order = np.argsort(witness[entries], kind="stable")
+  counts = np.bincount(witness[entries], minlength=num_words)
+  return {"witness_entries": entries[order].astype(np.int64),
+          "witness_offsets": np.concatenate([[0], np.cumsum(counts)]),
+          "runless_entries": np.nonzero(runless)[0].astype(np.int64)}
 
 
 _INDEX = {}
@@ -160,7 +232,7 @@ def load_index(table: str | None = None) -> ParaphraseIndex:
       cache_root(), f"meteor_paraphrase_v{_VERSION}_{st.st_size}_"
       f"{st.st_mtime_ns}")
   if directory not in _INDEX:
-    if not os.path.isfile(os.path.join(directory, "index.npz")):
+    if not os.path.isfile(os.path.join(directory, "vocab.txt")):
       ParaphraseIndex.build(table, directory)
     _INDEX[directory] = ParaphraseIndex(directory)
   return _INDEX[directory]

@@ -1,0 +1,89 @@
+"""METEOR: the aggregated-statistics shortcut equals the jar's own EVAL."""
+
+import random
+
+from pycocoevalcap.meteor.meteor import Meteor
+
+from relations.evaluators.captioning import java
+from relations.evaluators.captioning import meteor
+
+
+def _nasty_corpus(seed=0, n=300):
+  rng = random.Random(seed)
+  words = ("the a man woman 1 2 's walk walked walking into room rooms "
+           "party ask asks to dance drink order greet her his hand talk go "
+           "home sit down chair café naïve Ω 漢字 🙂 ||| | -- . , u.s. "
+           "rock'n'roll don't").split()
+  sent = lambda k: " ".join(rng.choice(words) for _ in range(k))
+  hyps, refs = [], []
+  for i in range(n):
+    r = [sent(rng.randint(0, 9)) for _ in range(rng.randint(1, 5))]
+    kind = i % 6
+    if kind == 0:
+      h = r[0]  # Perfect match (the chunk rule of addStats).
+    elif kind == 1:
+      h = ""  # Empty hypothesis.
+    elif kind == 2:
+      h = sent(rng.randint(150, 300))  # Very long line.
+    elif kind == 3:
+      h = "||| " + sent(3) + " |||"  # Removed by score_line.
+    else:
+      h = sent(rng.randint(1, 12))
+    hyps.append(h)
+    refs.append(r)
+  hyps += ["a", "a b c", "", "x y"]
+  refs += [["a"], ["a b c"], [""], ["y x"]]
+  return hyps, refs
+
+
+def test_aggregate_equals_full_eval_and_pycocoevalcap():
+  hyps, refs = _nasty_corpus()
+  gts = {i: list(r) for i, r in enumerate(refs)}
+  res = {i: [h] for i, h in enumerate(hyps)}
+  expected, _ = Meteor().compute_score(gts, res)
+  assert meteor.corpus_meteor(hyps, refs, workers=2) == expected
+  assert meteor.corpus_meteor(hyps, refs, workers=1, full_eval=True) == expected
+
+
+def _random_stats(rng):
+  """A statistics line of random integer counts (not necessarily valid)."""
+  v = [rng.randint(0, 30) for _ in range(meteor._NUM_STATS)]
+  if rng.random() < 0.4:  # A perfect match in one chunk.
+    v[4:20] = [0] * 16
+    v[4], v[5], v[6], v[7] = (rng.randint(0, 9), rng.randint(0, 9),
+                              rng.randint(0, 9), rng.randint(0, 9))
+    v[0], v[1] = v[4] + v[6], v[5] + v[7]
+    v[20] = 1
+  return " ".join(f"{x}.0" for x in v)
+
+
+def test_sing_of_aggregate_equals_eval_on_random_statistics():
+  rng = random.Random(0)
+  worker = meteor._Worker(java.java_executable("test"), java.meteor_jar(),
+                          None)
+  try:
+    for trial in range(30):
+      n = rng.choice([1, 2, 3, 50, 400])
+      stats = [_random_stats(rng) for _ in range(n)]
+      if trial % 5 == 0:
+        stats = [stats[0]] * n  # Duplicates (counted with multiplicity).
+      full = worker.query(["EVAL ||| " + " ||| ".join(stats)], n + 1)
+      aggregate = meteor.aggregate_stats(stats)
+      assert worker.query(["SING ||| " + aggregate], 1) == full[-1:], stats
+  finally:
+    worker.close()
+
+
+def test_aggregate_known_values_and_fallback():
+  perfect = "2.0 2.0 0.0 0.0 2.0 2.0 0.0 0.0" + " 0.0" * 12 + " 1.0 2.0 2.0"
+  partial = "3.0 4.0 1.0 1.0 1.0 1.0 1.0 1.0" + " 0.0" * 12 + " 2.0 2.0 2.0"
+  # The perfect match's single chunk is not added (MeteorStats.addStats).
+  assert meteor.aggregate_stats([perfect, partial, partial]) == (
+      "8.0 10.0 2.0 2.0 4.0 4.0 2.0 2.0" + " 0.0" * 12 + " 4.0 6.0 6.0")
+  assert meteor.aggregate_stats([perfect]) == (
+      "2.0 2.0 0.0 0.0 2.0 2.0 0.0 0.0" + " 0.0" * 12 + " 0.0 2.0 2.0")
+  # Anything but 23 integer counts: no shortcut.
+  assert meteor.aggregate_stats([partial.replace("3.0", "2.5", 1)]) is None
+  assert meteor.aggregate_stats([partial + " 1.0"]) is None
+  assert meteor.aggregate_stats(["Error: specify SCORE or EVAL"]) is None
+  assert meteor.aggregate_stats([partial.replace("3.0", "NaN", 1)]) is None
