@@ -35,13 +35,15 @@ class RelationTracker(nn.Module):
   roi_size: int = 2
   roi_samples: int = 2
   use_motion: bool = True
+  refine_size: int = 0
 
   def setup(self):
     self.encoder = vit.Model(**self.vit_kw)
     self.detector = detection_head.DetectionHead(
         num_classes=self.num_classes, num_queries=self.num_queries,
         num_layers=self.det_layers, num_heads=self.det_heads,
-        mlp_dim=self.det_mlp_dim, emb_dim=self.emb_dim)
+        mlp_dim=self.det_mlp_dim, emb_dim=self.emb_dim,
+        refine_size=self.refine_size)
     self.relation = relation_head.RelationHead(
         num_predicates=self.num_predicates, hidden=self.rel_hidden,
         roi_size=self.roi_size, roi_samples=self.roi_samples,
@@ -51,7 +53,7 @@ class RelationTracker(nn.Module):
     """`[N, H, W, 3]` -> (`[N, h, w, D]` patch grid, detection dict)."""
     _, out = self.encoder(frames, train=train)
     grid = out["patch_grid"]
-    return grid, self.detector(grid)
+    return grid, self.detector(grid, frames)
 
   def relate(self, grid, frame_idx, times, sub_boxes, obj_boxes, mask,
              sub_cat, obj_cat):

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from relations.models import detection_head
 from relations.models import relation_head
 from relations.models import relation_tracker
 from relations.video import boxes as box_lib
@@ -162,6 +163,49 @@ def test_model_shapes():
   assert len(det["aux"]) == 2 and det["aux"][0][0].shape == (b * t, 6, 6)
   np.testing.assert_allclose(jnp.linalg.norm(det["embeddings"], axis=-1), 1,
                              atol=1e-5)
+
+
+def test_pixel_refiner_starts_at_identity_and_applies_relative_deltas():
+  frames = jax.random.uniform(jax.random.key(0), (2, 16, 24, 3))
+  boxes = jnp.array([[[0.5, 0.5, 0.2, 0.3], [0.3, 0.6, 0.1, 0.1]]] * 2)
+  feats = jnp.ones((2, 2, 8))
+  ref = detection_head.PixelRefiner(size=8)
+  params = ref.init(jax.random.key(1), frames, boxes, feats)
+  # The delta layer starts at zero: refinement is the identity.
+  np.testing.assert_allclose(ref.apply(params, frames, boxes, feats), boxes,
+                             atol=1e-7)
+  # A bias (dx, dy, dw, dh) = (0.5, -1, log 2, 0) moves the centre by half a
+  # width / minus one height and doubles the width.
+  p = jax.tree.map(lambda x: x, params)
+  p["params"]["delta"]["bias"] = jnp.array([0.5, -1.0, np.log(2.0), 0.0])
+  out = ref.apply(p, frames, boxes, feats)
+  np.testing.assert_allclose(out[0, 0], [0.6, 0.2, 0.4, 0.3], rtol=1e-6)
+  np.testing.assert_allclose(out[0, 1], [0.35, 0.5, 0.2, 0.1], rtol=1e-6)
+  # The crop follows the box: the delta depends on the pixels under it.
+  p["params"]["delta"]["kernel"] = jax.random.normal(
+      jax.random.key(2), p["params"]["delta"]["kernel"].shape)
+  a = ref.apply(p, frames, boxes, feats)
+  b = ref.apply(p, frames.at[:, :8, 8:16].set(1.0), boxes, feats)
+  assert float(jnp.abs(a - b)[:, 0].max()) > 1e-4
+
+
+def test_model_with_pixel_refinement_adds_one_auxiliary_output():
+  model = relation_tracker.Model(
+      num_classes=5, num_predicates=7,
+      vit=dict(width=16, depth=1, mlp_dim=32, num_heads=2, patch_size=8,
+               posemb_grid=(2, 3)),
+      num_queries=4, det_layers=2, det_heads=2, det_mlp_dim=32, emb_dim=8,
+      rel_hidden=16, refine_size=8)
+  frames = jax.random.uniform(jax.random.key(0), (3, 16, 24, 3))
+  params = jax.jit(lambda r, x: model.init(r, x, method=model.encode_detect))(
+      jax.random.key(1), frames)
+  _, det = jax.jit(lambda p, x: model.apply(p, x, method=model.encode_detect))(
+      params, frames)
+  assert "pixel_refine" in params["params"]["detector"]
+  # proposals + decoder layer 0 + decoder layer 1 (now auxiliary).
+  assert len(det["aux"]) == 3
+  # Zero-initialised deltas: the refined boxes equal the last decoder layer's.
+  np.testing.assert_allclose(det["boxes"], det["aux"][-1][1], atol=1e-6)
 
 
 def test_motion_switch_of_the_relation_head():
