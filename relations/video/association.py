@@ -138,3 +138,27 @@ def greedy_relational_association(segment_predictions, threshold=0.5,
         current.append(r)
     last_modified = current
   return relations
+
+
+def shrink(rel, frames, num_frames):
+  """Cuts `frames` native frames off both ends of `rel` (in place).
+
+  Not at the video's first / last frame; a relation keeps at least one
+  frame (the cuts are reduced alternately until it does). Chained segment
+  predictions overshoot the relation by about the margin the segment label
+  rule allows at each end; this removes a fixed part of it after the
+  association, which still needs the overlapping segments to chain.
+  """
+  cut_lo = frames if rel.start > 0 else 0
+  cut_hi = frames if rel.end < num_frames else 0
+  length = rel.end - rel.start
+  while cut_lo + cut_hi >= length and (cut_lo or cut_hi):
+    if cut_lo >= cut_hi:
+      cut_lo -= 1
+    else:
+      cut_hi -= 1
+  a, b = cut_lo, length - cut_hi
+  rel.sub_traj = rel.sub_traj[a:b]
+  rel.obj_traj = rel.obj_traj[a:b]
+  rel.start, rel.end = rel.start + a, rel.start + b
+  return rel

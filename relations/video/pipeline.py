@@ -14,7 +14,9 @@ its `predicates_per_pair` most likely predicates, scored
 `p(predicate) * p(subject class) * p(object class)`, over the central part
 of the segment (`segment_trim` native frames cut at both ends, not at the
 video's ends): segment-level durations overshoot short relations, and the
-association concatenates the overlapping central parts.
+association concatenates the overlapping central parts. After the
+association, `extent_shrink` native frames are cut from both ends of each
+relation (`association.shrink`).
 """
 
 import dataclasses
@@ -280,5 +282,9 @@ class Predictor:
     seg_rels = self.segment_relations(example, grid, tracks)
     rels = association.greedy_relational_association(
         seg_rels, float(v.association_threshold), int(v.topk_per_segment))
+    shrink = int(v.get("extent_shrink", 0))
+    if shrink:
+      rels = [association.shrink(r, shrink, int(example["num_frames"]))
+              for r in rels]
     rels = submission.cut_per_video(rels, v.protocol)
     return rels, {"tracks": tracks, "raw_tracks": raw, "detections": det}

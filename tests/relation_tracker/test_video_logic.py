@@ -105,6 +105,24 @@ def test_association_merges_averages_and_keeps_first_confidence():
   assert late.triplet == ("cat", "away", "dog") and late.score == 0.3
 
 
+def test_shrink_cuts_both_ends_except_at_the_video_ends():
+  t = ("dog", "chase", "cat")
+  traj = np.arange(10 * 4, dtype=float).reshape(10, 4)
+  r = association.shrink(_rel(t, 5, traj, traj + 1, 0.5), 2, 100)
+  assert (r.start, r.end) == (7, 13)
+  np.testing.assert_array_equal(r.sub_traj, traj[2:8])
+  np.testing.assert_array_equal(r.obj_traj, traj[2:8] + 1)
+  # Starting at frame 0 / ending at the last frame: that end stays.
+  r = association.shrink(_rel(t, 0, traj, traj, 0.5), 2, 100)
+  assert (r.start, r.end) == (0, 8)
+  r = association.shrink(_rel(t, 90, traj, traj, 0.5), 2, 100)
+  assert (r.start, r.end) == (92, 100)
+  # Never below one frame.
+  r = association.shrink(_rel(t, 5, traj[:3], traj[:3], 0.5), 2, 100)
+  assert (r.start, r.end) == (6, 7)
+  np.testing.assert_array_equal(r.sub_traj, traj[1:2])
+
+
 def test_association_threshold_triplet_and_one_extension_per_segment():
   t = ("dog", "chase", "cat")
   box, far = [0, 0, 9, 9], [50, 50, 59, 59]
