@@ -13,6 +13,7 @@ final floating-point expression is evaluated in the same order as upstream.
 """
 
 import collections
+import itertools
 import math
 from typing import Sequence
 
@@ -24,36 +25,51 @@ def ngram_counts(words: Sequence[str], n: int = 4) -> collections.Counter:
   """Counts of all 1..n-grams (as tuples) of a token list."""
   # Same keys and first-insertion order (orders 1..n, left to right) as
   # pycocoevalcap's precook; CIDEr's float sums depend on that order.
-  counts = collections.Counter()
-  for k in range(1, n + 1):
-    counts.update(zip(*[words[j:] for j in range(k)]))
-  return counts
+  return collections.Counter(itertools.chain.from_iterable(
+      zip(*[words[j:] for j in range(k)]) for k in range(1, n + 1)))
+
+
+class _Counts(dict):
+  """Sentence -> its n-gram counts, computed once per distinct sentence."""
+
+  def __init__(self, n: int):
+    super().__init__()
+    self.n = n
+
+  def __missing__(self, sentence):
+    counts = self[sentence] = ngram_counts(sentence.split(), self.n)
+    return counts
 
 
 class _CookedRefs:
   __slots__ = ("lens", "maxcounts")
 
-  def __init__(self, refs: Sequence[str], n: int):
+  def __init__(self, refs: Sequence[str], n: int, counts: _Counts):
     self.lens = []
     self.maxcounts = {}
+    maxcounts = self.maxcounts
     for ref in refs:
-      words = ref.split()
-      self.lens.append(len(words))
-      for ngram, count in ngram_counts(words, n).items():
-        if count > self.maxcounts.get(ngram, 0):
-          self.maxcounts[ngram] = count
+      ref_counts = counts[ref]
+      # Unigram counts sum to the number of words.
+      self.lens.append(sum(c for g, c in ref_counts.items() if len(g) == 1))
+      for ngram, count in ref_counts.items():
+        if count > maxcounts.get(ngram, 0):
+          maxcounts[ngram] = count
 
 
-def bleu_stats(hyp: str, refs: "_CookedRefs", n: int = 4):
+def bleu_stats(hyp: str, refs: "_CookedRefs", n: int = 4,
+               counts: collections.Counter | None = None):
   """(testlen, closest reflen, guess[n], correct[n]) of one hypothesis."""
-  words = hyp.split()
-  testlen = len(words)
+  if counts is None:
+    counts = ngram_counts(hyp.split(), n)
+  testlen = sum(c for g, c in counts.items() if len(g) == 1)
   reflen = min((abs(l - testlen), l) for l in refs.lens)[1]
   guess = [max(0, testlen - k + 1) for k in range(1, n + 1)]
   correct = [0] * n
   maxcounts = refs.maxcounts
-  for ngram, count in ngram_counts(words, n).items():
-    correct[len(ngram) - 1] += min(maxcounts.get(ngram, 0), count)
+  for ngram, count in counts.items():
+    m = maxcounts.get(ngram, 0)
+    correct[len(ngram) - 1] += m if m < count else count
   return testlen, reflen, guess, correct
 
 
@@ -73,6 +89,7 @@ def corpus_bleu(hyps: Sequence[str], refs: Sequence[Sequence[str]],
     raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} reference lists")
   cooked = {}
   pair_stats = {}
+  counts = _Counts(n)
   testlen_sum = 0
   reflen_sum = 0
   guess_sum = [0] * n
@@ -86,8 +103,8 @@ def corpus_bleu(hyps: Sequence[str], refs: Sequence[Sequence[str]],
     if stats is None:
       cooked_refs = cooked.get(ref_key)
       if cooked_refs is None:
-        cooked_refs = cooked[ref_key] = _CookedRefs(ref_key, n)
-      stats = pair_stats[key] = bleu_stats(hyp, cooked_refs, n)
+        cooked_refs = cooked[ref_key] = _CookedRefs(ref_key, n, counts)
+      stats = pair_stats[key] = bleu_stats(hyp, cooked_refs, n, counts[hyp])
     testlen, reflen, guess, correct = stats
     testlen_sum += testlen
     reflen_sum += reflen

@@ -51,18 +51,20 @@ def _to_vec(counts, document_frequency, ref_len, n, log_cache):
 def _sim(hyp, ref, n, penalty):
   vec_hyp, norm_hyp, length_hyp = hyp
   vec_ref, norm_ref, length_ref = ref
+  pen = penalty(length_hyp - length_ref)
   val = [0.0] * n
   for k in range(n):
-    ref_k = vec_ref[k]
+    get = vec_ref[k].get
     acc = 0.0
     for ngram, value in vec_hyp[k].items():
-      r = ref_k.get(ngram)
+      r = get(ngram)
       if r is not None:
-        acc += min(value, r) * r
+        # min(value, r) of two non-negative floats, without the call.
+        acc += (value if value <= r else r) * r
       # else: upstream adds min(value, 0.0) * 0.0 == +0.0, a no-op.
     if (norm_hyp[k] != 0) and (norm_ref[k] != 0):
       acc /= (norm_hyp[k] * norm_ref[k])
-    val[k] = acc * penalty(length_hyp - length_ref)
+    val[k] = acc * pen
   return val
 
 

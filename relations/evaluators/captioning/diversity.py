@@ -44,8 +44,7 @@ def unique(predictions: Sequence[str]) -> float:
   """Official Unique over tokenised predictions (pooled)."""
   if not predictions:
     raise ValueError("Unique needs at least one prediction")
-  normed = [use_same_id(p) for p in predictions]
-  return len(set(normed)) / len(normed)
+  return len({use_same_id(p) for p in set(predictions)}) / len(predictions)
 
 
 def novel(predictions: Sequence[str], train_sentences: Iterable[str]) -> float:
@@ -56,9 +55,10 @@ def novel(predictions: Sequence[str], train_sentences: Iterable[str]) -> float:
   """
   if not predictions:
     raise ValueError("Novel needs at least one prediction")
-  train = {use_same_id(s) for s in train_sentences}
+  train = {use_same_id(s) for s in set(train_sentences)}
+  is_novel = {p: use_same_id(p) not in train for p in set(predictions)}
   # np.mean of a bool list, exactly as upstream (returns np.float64).
-  return float(np.mean([use_same_id(p) not in train for p in predictions]))
+  return float(np.mean([is_novel[p] for p in predictions]))
 
 
 def train_sentences(train_annotations: Sequence[dict]) -> list[str]:
@@ -79,14 +79,21 @@ def _ngrams(words, n):
   return [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
 
 
-def distinct_n(sentences: Sequence[str], n: int) -> float | None:
+def distinct_n(sentences: Sequence[str], n: int,
+               _grams: dict | None = None) -> float | None:
   """Distinct n-grams / total n-grams over `sentences`; None if no n-grams."""
-  grams = []
+  if _grams is None:
+    _grams = {}
+  distinct, total = set(), 0
   for s in sentences:
-    grams.extend(_ngrams(use_same_id(s).split(), n))
-  if not grams:
+    grams = _grams.get(s)
+    if grams is None:
+      grams = _grams[s] = _ngrams(use_same_id(s).split(), n)
+    distinct.update(grams)
+    total += len(grams)
+  if not total:
     return None
-  return len(set(grams)) / len(grams)
+  return len(distinct) / total
 
 
 def div_scores(groups: Sequence[Sequence[str]]) -> dict[str, float]:
@@ -98,8 +105,10 @@ def div_scores(groups: Sequence[Sequence[str]]) -> dict[str, float]:
   out = {}
   pooled = [s for g in groups for s in g]
   for n in (1, 2):
-    per_group = [d for d in (distinct_n(g, n) for g in groups) if d is not None]
+    grams = {}  # Sentence -> its n-grams, computed once per distinct one.
+    per_group = [d for d in (distinct_n(g, n, grams) for g in groups)
+                 if d is not None]
     out[f"DIV{n}_set"] = float(np.mean(per_group)) if per_group else 0.0
-    corpus = distinct_n(pooled, n)
+    corpus = distinct_n(pooled, n, grams)
     out[f"DIV{n}_corpus"] = corpus if corpus is not None else 0.0
   return out

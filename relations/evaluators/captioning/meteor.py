@@ -9,8 +9,9 @@ scores).
 
 The statistics of an item depend only on its SCORE line, so we:
 * build exactly the same SCORE lines, send each distinct line once,
-* split them over several METEOR processes (one per core), streaming the
-  lines instead of one blocking round trip per line,
+* split them over several METEOR processes (one per core) in chunks that
+  each process pulls when it is done with the previous one, streaming the
+  lines of a chunk instead of one blocking round trip per line,
 * aggregate the N statistics ourselves and let the jar score the aggregate.
 
 Why the aggregate is exact (meteor-1.5.jar as shipped, read with javap):
@@ -35,6 +36,7 @@ corpus-specific subset built by ``paraphrase.py``.
 
 import collections
 import os
+import queue
 import shutil
 import subprocess
 import tempfile
@@ -51,6 +53,7 @@ _METEOR_ARGS = ("-", "-", "-stdio", "-l", "en", "-norm")
 _JVM_FLAGS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 
 
+_CHUNK = 64  # SCORE lines per chunk (~20 ms of METEOR work).
 _NUM_STATS = 23  # MeteorStats.STATS_LENGTH.
 _CHUNKS = 20  # Index of the chunk count in a statistics line.
 _EXACT_LIMIT = 2**53
@@ -125,16 +128,54 @@ class _Worker:
 
     writer = threading.Thread(target=write, daemon=True)
     writer.start()
-    out = []
-    for _ in range(n_out):
-      line = self.proc.stdout.readline()
-      if not line:
-        raise RuntimeError(
-            "METEOR process ended early: "
-            + self.proc.stderr.read().decode()[-2000:] + repr(error))
-      out.append(line.decode().strip())
+    out = [self._readline(error) for _ in range(n_out)]
     writer.join()
     return out
+
+  def _readline(self, error) -> str:
+    line = self.proc.stdout.readline()
+    if not line:
+      raise RuntimeError(
+          "METEOR process ended early: "
+          + self.proc.stderr.read().decode()[-2000:] + repr(error))
+    return line.decode().strip()
+
+  def stream(self, claim, results: list) -> None:
+    """Scores chunks from `claim()` until it returns None (blocking).
+
+    A writer thread keeps the pipe to METEOR full, claiming the next chunk
+    (k, lines) whenever the previous one is written, so the process never
+    waits for Python and no process is left with a long queue at the end;
+    this thread reads the answers into results[k].
+    """
+    order = queue.Queue()
+    error = []
+
+    def write():
+      try:
+        while True:
+          item = claim()
+          if item is None:
+            break
+          order.put((item[0], len(item[1])))
+          self.proc.stdin.write("".join(l + "\n" for l in item[1]).encode())
+          self.proc.stdin.flush()
+      except (BrokenPipeError, OSError) as e:  # Reported by the reader.
+        error.append(e)
+      finally:
+        order.put(None)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    while True:
+      item = order.get()
+      if item is None:
+        break
+      k, n = item
+      results[k] = [self._readline(error) for _ in range(n)]
+    writer.join()
+    if error:
+      raise RuntimeError(f"writing to METEOR failed: {error[0]!r}")
 
   def close(self):
     try:
@@ -143,6 +184,103 @@ class _Worker:
       pass
     self.proc.kill()
     self.proc.wait()
+
+
+class CorpusMeteor:
+  """A corpus METEOR computation running in the background.
+
+  The constructor does the Python work (SCORE lines, paraphrase filter) in
+  the calling thread, starts the METEOR processes and streams the SCORE
+  lines to them from background threads; ``result()`` waits for the
+  statistics and returns the corpus score.  Arguments as corpus_meteor.
+  """
+
+  def __init__(self, hyps: Sequence[str], refs: Sequence[Sequence[str]],
+               workers: int | None = None, filter_paraphrases: bool = True,
+               full_eval: bool = False):
+    if len(hyps) != len(refs):
+      raise ValueError(
+          f"{len(hyps)} hypotheses but {len(refs)} reference lists")
+    if not hyps:
+      raise ValueError("no items to score")
+    java = java_lib.java_executable(f"METEOR 1.5 ({len(hyps)} hypotheses)")
+    jar = java_lib.meteor_jar()
+    self._full_eval = full_eval
+    self._lines = [score_line(h, r) for h, r in zip(hyps, refs)]
+    self._unique = unique = list(dict.fromkeys(self._lines))
+    if workers is None:
+      workers = max(1, min(os.cpu_count() or 1, len(unique) // 1000))
+    workers = max(1, min(workers, len(unique)))
+    self._tmp_dir = tempfile.mkdtemp(prefix="meteor_")
+    self._procs = []
+    self._threads = []
+    try:
+      paraphrase_file = None
+      if filter_paraphrases:
+        paraphrase_file = os.path.join(self._tmp_dir,
+                                       "paraphrase-filtered.gz")
+        paraphrase.load_index().filter(unique, paraphrase_file)
+      self._procs = [_Worker(java, jar, paraphrase_file)
+                     for _ in range(workers)]
+      # Small chunks, pulled by whichever process has room (see
+      # _Worker.stream): the processes share the cores with the Python
+      # metrics, so a static split would leave one of them idle at the end.
+      size = max(1, min(_CHUNK, len(unique) // (8 * workers)))
+      starts = list(range(0, len(unique), size))
+      self._results = [None] * len(starts)
+      pending = iter(starts)
+      lock = threading.Lock()
+      self._failures = []
+
+      def claim():
+        with lock:
+          if self._failures:
+            return None
+          start = next(pending, None)
+        if start is None:
+          return None
+        return start // size, unique[start:start + size]
+
+      def run(proc):
+        try:
+          proc.stream(claim, self._results)
+        except Exception as e:  # pylint: disable=broad-except
+          self._failures.append(e)
+
+      self._threads = [threading.Thread(target=run, args=(p,), daemon=True)
+                       for p in self._procs]
+      for t in self._threads:
+        t.start()
+    except BaseException:
+      self.close()
+      raise
+
+  def result(self) -> float:
+    """Waits for the statistics; the corpus score (float in [0, 1])."""
+    try:
+      for t in self._threads:
+        t.join()
+      if self._failures:
+        raise self._failures[0]
+      stats = dict(zip(self._unique,
+                       (s for r in self._results for s in r)))
+      all_stats = [stats[l] for l in self._lines]
+      aggregate = None if self._full_eval else aggregate_stats(all_stats)
+      if aggregate is None:
+        eval_line = "EVAL" + "".join(" ||| " + s for s in all_stats)
+        answer = self._procs[0].query([eval_line], len(all_stats) + 1)
+      else:
+        answer = self._procs[0].query(["SING ||| " + aggregate], 1)
+      return float(answer[-1])
+    finally:
+      self.close()
+
+  def close(self) -> None:
+    """Ends the METEOR processes (idempotent)."""
+    for p in self._procs:
+      p.close()
+    self._procs = []
+    shutil.rmtree(self._tmp_dir, ignore_errors=True)
 
 
 def corpus_meteor(hyps: Sequence[str], refs: Sequence[Sequence[str]],
@@ -168,56 +306,5 @@ def corpus_meteor(hyps: Sequence[str], refs: Sequence[Sequence[str]],
   Raises:
     java.JavaNotFoundError: no `java` on PATH.
   """
-  if len(hyps) != len(refs):
-    raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} reference lists")
-  if not hyps:
-    raise ValueError("no items to score")
-  java = java_lib.java_executable(f"METEOR 1.5 ({len(hyps)} hypotheses)")
-  jar = java_lib.meteor_jar()
-  lines = [score_line(h, r) for h, r in zip(hyps, refs)]
-  unique = list(dict.fromkeys(lines))
-  if workers is None:
-    workers = max(1, min(os.cpu_count() or 1, len(unique) // 1000))
-  workers = max(1, min(workers, len(unique)))
-  tmp_dir = tempfile.mkdtemp(prefix="meteor_")
-  procs = []
-  try:
-    paraphrase_file = None
-    if filter_paraphrases:
-      paraphrase_file = os.path.join(tmp_dir, "paraphrase-filtered.gz")
-      paraphrase.load_index().filter(unique, paraphrase_file)
-    procs = [_Worker(java, jar, paraphrase_file) for _ in range(workers)]
-    # Contiguous chunks of roughly equal total length.
-    bounds = [round(i * len(unique) / workers) for i in range(workers + 1)]
-    chunks = [unique[bounds[i]:bounds[i + 1]] for i in range(workers)]
-    results = [None] * workers
-    failures = []
-
-    def run(i):
-      try:
-        results[i] = procs[i].query(chunks[i], len(chunks[i]))
-      except Exception as e:  # pylint: disable=broad-except
-        failures.append(e)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(workers)]
-    for t in threads:
-      t.start()
-    for t in threads:
-      t.join()
-    if failures:
-      raise failures[0]
-    stats = {}
-    for chunk, res in zip(chunks, results):
-      stats.update(zip(chunk, res))
-    all_stats = [stats[l] for l in lines]
-    aggregate = None if full_eval else aggregate_stats(all_stats)
-    if aggregate is None:
-      eval_line = "EVAL" + "".join(" ||| " + s for s in all_stats)
-      answer = procs[0].query([eval_line], len(lines) + 1)
-    else:
-      answer = procs[0].query(["SING ||| " + aggregate], 1)
-    return float(answer[-1])
-  finally:
-    for p in procs:
-      p.close()
-    shutil.rmtree(tmp_dir, ignore_errors=True)
+  return CorpusMeteor(hyps, refs, workers, filter_paraphrases,
+                      full_eval).result()

@@ -22,8 +22,8 @@ plus ``Novel_normalised``, ``DIV1_set``, ``DIV2_set``, ``DIV1_corpus``,
 tokenisation needs Java only for captions outside its pure-Python class).
 """
 
+from concurrent import futures
 import sys
-import threading
 from typing import Sequence
 
 from relations.evaluators.captioning import bleu as bleu_lib
@@ -96,27 +96,47 @@ def collect_items(annotations: Sequence[dict], generations: Sequence[dict],
   return items, groups, skipped
 
 
-def _tokenize(items, gens_name, annots_name, generations):
+def _locate_error(e, items, gens_name, annots_name, generations, in_refs):
+  """ProtocolError naming the record of a caption that broke the tokenizer."""
+  if e.index < 0:
+    return None
+  if in_refs:
+    pos = 0
+    for _, refs, r, _ in items:
+      if e.index < pos + len(refs):
+        ev = generations[r]["event_idx"]
+        rel = generations[r]["inference_relation"]
+        return ProtocolError(f"{annots_name}: record {ev}: field {rel!r}: {e}")
+      pos += len(refs)
+    return None
+  if e.index < len(items):
+    _, _, r, g = items[e.index]
+    return ProtocolError(f"{gens_name}: record {r}: field 'generations'[{g}]"
+                         f": {e}")
+  return None
+
+
+def _submit_tokenize(items, pool):
+  """Starts PTB-tokenising references and hypotheses (two jar runs)."""
   ref_caps = [ref for _, refs, _, _ in items for ref in refs]
   hyp_caps = [hyp for hyp, _, _, _ in items]
-  try:
-    tok_refs, tok_hyps = ptb.tokenize_many([ref_caps, hyp_caps])
-  except ptb.CaptionLineError as e:
-    if e.index >= 0 and e.index < len(ref_caps) and e.args[0] and any(
-        c in ref_caps[e.index] for c in ptb.LINE_BREAKS):
-      pos = 0
-      for _, refs, r, _ in items:
-        if e.index < pos + len(refs):
-          ev = generations[r]["event_idx"]
-          rel = generations[r]["inference_relation"]
-          raise ProtocolError(f"{annots_name}: record {ev}: field {rel!r}: "
-                              f"{e}") from e
-        pos += len(refs)
-    if 0 <= e.index < len(hyp_caps):
-      _, _, r, g = items[e.index]
-      raise ProtocolError(f"{gens_name}: record {r}: field 'generations'[{g}]"
-                          f": {e}") from e
-    raise
+  return [(pool.submit(ptb.tokenize, ref_caps), True),
+          (pool.submit(ptb.tokenize, hyp_caps), False)]
+
+
+def _tokenize_result(jobs, items, gens_name, annots_name, generations):
+  """(hypotheses, reference tuples) from _submit_tokenize's jobs."""
+  out = []
+  for job, in_refs in jobs:
+    try:
+      out.append(job.result())
+    except ptb.CaptionLineError as e:
+      located = _locate_error(e, items, gens_name, annots_name, generations,
+                              in_refs)
+      if located is None:
+        raise
+      raise located from e
+  tok_refs, tok_hyps = out
   out_refs, pos = [], 0
   for _, refs, _, _ in items:
     out_refs.append(tuple(tok_refs[pos:pos + len(refs)]))
@@ -151,51 +171,35 @@ def score_generations(annotations: Sequence[dict],
   if not items:
     raise ProtocolError(f"{gens_name}: nothing to score (no generation has a "
                         "non-empty reference list)")
-  hyps, refs = _tokenize(items, gens_name, annots_name, generations)
-  result = {"errors": {}}
-
-  meteor_out = {}
-
-  def run_meteor():
+  # Three tokenizer jars (references, hypotheses, training sentences for
+  # Novel_normalised) run concurrently; METEOR's processes start as soon as
+  # the first two are done, and the Python metrics run meanwhile.
+  with futures.ThreadPoolExecutor(3) as pool:
+    jobs = _submit_tokenize(items, pool)
+    train = train_tokens = None
+    if train_annotations is not None:
+      train = diversity.train_sentences(train_annotations)
+      train_tokens = pool.submit(ptb.tokenize, train)
+    hyps, refs = _tokenize_result(jobs, items, gens_name, annots_name,
+                                  generations)
+    result = {"errors": {}}
+    meteor_run = None
+    if meteor:
+      # METEOR runs in Java processes; score the rest meanwhile.
+      try:
+        meteor_run = meteor_lib.CorpusMeteor(hyps, refs,
+                                             workers=meteor_workers)
+      except java_lib.JavaNotFoundError as e:
+        result["METEOR"] = None
+        result["errors"]["METEOR"] = str(e)
+        print(f"METEOR not computed: {e}", file=sys.stderr)
     try:
-      meteor_out["score"] = meteor_lib.corpus_meteor(
-          hyps, refs, workers=meteor_workers)
-    except java_lib.JavaNotFoundError as e:
-      meteor_out["error"] = str(e)
-    except Exception as e:  # pylint: disable=broad-except
-      meteor_out["exception"] = e
-
-  thread = None
-  if meteor:
-    # METEOR runs in Java processes; score the rest meanwhile.
-    thread = threading.Thread(target=run_meteor, daemon=True)
-    thread.start()
-  bleus = bleu_lib.corpus_bleu(hyps, refs)
-  for k, b in enumerate(bleus):
-    result[f"Bleu_{k + 1}"] = b
-  cider, _ = cider_lib.corpus_cider(hyps, refs)
-  result["CIDEr"] = float(cider)
-  result["Unique"] = diversity.unique(hyps)
-  if train_annotations is not None:
-    train = diversity.train_sentences(train_annotations)
-    result["Novel"] = diversity.novel(hyps, train)
-    result["Novel_normalised"] = diversity.novel(hyps, ptb.tokenize(train))
-  # Tokenised generations of each scored record, for DIV.
-  tok_groups, pos = [], 0
-  for g in groups:
-    tok_groups.append(hyps[pos:pos + len(g)])
-    pos += len(g)
-  result.update(diversity.div_scores(tok_groups))
-  if thread is not None:
-    thread.join()
-    if "exception" in meteor_out:
-      raise meteor_out["exception"]
-    if "error" in meteor_out:
-      result["METEOR"] = None
-      result["errors"]["METEOR"] = meteor_out["error"]
-      print(f"METEOR not computed: {meteor_out['error']}", file=sys.stderr)
-    else:
-      result["METEOR"] = meteor_out["score"]
+      _python_metrics(result, hyps, refs, groups, train, train_tokens)
+      if meteor_run is not None:
+        result["METEOR"] = meteor_run.result()
+    finally:
+      if meteor_run is not None:
+        meteor_run.close()
   result["num_hypotheses"] = len(hyps)
   result["num_scored_pairs"] = len(groups)
   result["num_skipped_pairs"] = skipped
@@ -203,3 +207,21 @@ def score_generations(annotations: Sequence[dict],
     del result["errors"]
   return result
 
+
+def _python_metrics(result, hyps, refs, groups, train, train_tokens):
+  """BLEU, CIDEr, Unique, Novel(s) and DIV into `result`."""
+  bleus = bleu_lib.corpus_bleu(hyps, refs)
+  for k, b in enumerate(bleus):
+    result[f"Bleu_{k + 1}"] = b
+  cider, _ = cider_lib.corpus_cider(hyps, refs)
+  result["CIDEr"] = float(cider)
+  result["Unique"] = diversity.unique(hyps)
+  # Tokenised generations of each scored record, for DIV.
+  tok_groups, pos = [], 0
+  for g in groups:
+    tok_groups.append(hyps[pos:pos + len(g)])
+    pos += len(g)
+  result.update(diversity.div_scores(tok_groups))
+  if train is not None:
+    result["Novel"] = diversity.novel(hyps, train)
+    result["Novel_normalised"] = diversity.novel(hyps, train_tokens.result())
