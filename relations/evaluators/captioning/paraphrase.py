@@ -224,6 +224,11 @@ def _witnesses(tokens: np.ndarray, offsets: np.ndarray,
 _INDEX = {}
 
 
+def clear_loaded() -> None:
+  """Forgets the indexes loaded in this process (the disk cache stays)."""
+  _INDEX.clear()
+
+
 def load_index(table: str | None = None) -> ParaphraseIndex:
   """The (cached) index of `table`, building it on first use."""
   table = table or default_table()
