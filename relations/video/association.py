@@ -27,7 +27,9 @@ class Relation:
   """A relation instance over native frames `[start, end)`.
 
   `sub_traj` / `obj_traj` are `[end - start, 4]` float64 xyxy pixel boxes;
-  `confs` the confidences merged so far; `meta` free-form (e.g. track ids).
+  `confs` the confidences merged so far; `spans` the `(start, end)` of the
+  prediction each confidence came from (filled by the association);
+  `meta` free-form (e.g. track ids).
   """
   triplet: tuple
   start: int
@@ -36,6 +38,7 @@ class Relation:
   obj_traj: np.ndarray
   confs: list
   meta: dict = dataclasses.field(default_factory=dict)
+  spans: list = dataclasses.field(default_factory=list)
 
   @property
   def score(self):
@@ -128,12 +131,13 @@ def greedy_relational_association(segment_predictions, threshold=0.5,
                                  p.start)
         merged.end = max(merged.end, p.end)
         merged.confs.append(conf)
+        merged.spans.append((int(p.start), int(p.end)))
         current.append(merged)
       else:
         r = Relation(tuple(p.triplet), int(p.start), int(p.end),
                      np.asarray(p.sub_traj, np.float64).copy(),
                      np.asarray(p.obj_traj, np.float64).copy(), [conf],
-                     dict(p.meta))
+                     dict(p.meta), [(int(p.start), int(p.end))])
         relations.append(r)
         current.append(r)
     last_modified = current
@@ -161,4 +165,28 @@ def shrink(rel, frames, num_frames):
   rel.sub_traj = rel.sub_traj[a:b]
   rel.obj_traj = rel.obj_traj[a:b]
   rel.start, rel.end = rel.start + a, rel.start + b
+  return rel
+
+
+def trim_weak_ends(rel, ratio):
+  """Drops the leading / trailing merged predictions scoring below
+  `ratio * max(confs)` (in place); the relation then spans its remaining
+  predictions and scores their mean.
+
+  A predicate's probability rises and falls smoothly around a relation, so
+  the first and last chained segments often only graze it.
+  """
+  if ratio <= 0 or len(rel.confs) < 2:
+    return rel
+  thr = ratio * max(rel.confs)
+  keep = [i for i, c in enumerate(rel.confs) if c >= thr]
+  i0, i1 = keep[0], keep[-1]
+  if i0 == 0 and i1 == len(rel.confs) - 1:
+    return rel
+  start = rel.spans[i0][0]
+  end = max(e for _, e in rel.spans[i0:i1 + 1])
+  a, b = start - rel.start, end - rel.start
+  rel.sub_traj, rel.obj_traj = rel.sub_traj[a:b], rel.obj_traj[a:b]
+  rel.start, rel.end = start, end
+  rel.confs, rel.spans = rel.confs[i0:i1 + 1], rel.spans[i0:i1 + 1]
   return rel

@@ -15,8 +15,9 @@ its `predicates_per_pair` most likely predicates, scored
 of the segment (`segment_trim` native frames cut at both ends, not at the
 video's ends): segment-level durations overshoot short relations, and the
 association concatenates the overlapping central parts. After the
-association, `extent_shrink` native frames are cut from both ends of each
-relation (`association.shrink`).
+association, chained predictions at either end of a relation scoring below
+`trim_ratio` x its best are dropped (`association.trim_weak_ends`), then
+`extent_shrink` native frames are cut from both ends (`association.shrink`).
 """
 
 import dataclasses
@@ -282,6 +283,9 @@ class Predictor:
     seg_rels = self.segment_relations(example, grid, tracks)
     rels = association.greedy_relational_association(
         seg_rels, float(v.association_threshold), int(v.topk_per_segment))
+    ratio = float(v.get("trim_ratio", 0.0))
+    if ratio:
+      rels = [association.trim_weak_ends(r, ratio) for r in rels]
     shrink = int(v.get("extent_shrink", 0))
     if shrink:
       rels = [association.shrink(r, shrink, int(example["num_frames"]))

@@ -105,6 +105,29 @@ def test_association_merges_averages_and_keeps_first_confidence():
   assert late.triplet == ("cat", "away", "dog") and late.score == 0.3
 
 
+def test_trim_weak_ends_keeps_the_strong_core_of_a_chain():
+  t = ("dog", "chase", "cat")
+  segs = []
+  for k, conf in enumerate([0.2, 0.8, 0.9, 0.3]):
+    boxes = [[k, 0, k + 9, 9]] * 6       # 6 frames from 4k: chains overlap
+    segs.append((4 * k, [_rel(t, 4 * k, boxes, boxes, conf)]))
+  (r,) = association.greedy_relational_association(segs)
+  assert r.spans == [(0, 6), (4, 10), (8, 14), (12, 18)]
+  assert (r.start, r.end) == (0, 18)
+  full = r.sub_traj.copy()
+  association.trim_weak_ends(r, 0.5)      # threshold 0.45: keeps 0.8, 0.9
+  assert (r.start, r.end) == (4, 14)
+  assert r.confs == [0.8, 0.9] and r.spans == [(4, 10), (8, 14)]
+  assert r.score == pytest.approx(0.85)
+  np.testing.assert_array_equal(r.sub_traj, full[4:14])
+  np.testing.assert_array_equal(r.obj_traj, full[4:14])
+  # Ratio 0 or a single prediction: unchanged.
+  one = _rel(t, 3, [[0, 0, 9, 9]] * 5, [[0, 0, 9, 9]] * 5, 0.4)
+  one.spans = [(3, 8)]
+  assert association.trim_weak_ends(one, 0.9).end == 8
+  assert association.trim_weak_ends(r, 0.0).start == 4
+
+
 def test_shrink_cuts_both_ends_except_at_the_video_ends():
   t = ("dog", "chase", "cat")
   traj = np.arange(10 * 4, dtype=float).reshape(10, 4)
