@@ -1,4 +1,8 @@
-"""METEOR: the aggregated-statistics shortcut equals the jar's own EVAL."""
+"""METEOR: the aggregated-statistics shortcut equals the jar's own EVAL.
+
+The corpus also exercises the filtered paraphrase table and synonym files
+(irregular forms, suffixes, synonyms) against pycocoevalcap's full ones.
+"""
 
 import random
 
@@ -13,7 +17,11 @@ def _nasty_corpus(seed=0, n=300):
   words = ("the a man woman 1 2 's walk walked walking into room rooms "
            "party ask asks to dance drink order greet her his hand talk go "
            "home sit down chair café naïve Ω 漢字 🙂 ||| | -- . , u.s. "
-           "rock'n'roll don't").split()
+           "rock'n'roll don't women children geese went ran parties boxes "
+           "churches walked running happiest bigger spoonful glasses "
+           "o'clock mice teeth wives knives leaves buses dishes men's "
+           "female adult kid kids child youngster auto car automobile "
+           "begin start commence quick fast rapid").split()
   sent = lambda k: " ".join(rng.choice(words) for _ in range(k))
   hyps, refs = [], []
   for i in range(n):
@@ -87,3 +95,28 @@ def test_aggregate_known_values_and_fallback():
   assert meteor.aggregate_stats([partial + " 1.0"]) is None
   assert meteor.aggregate_stats(["Error: specify SCORE or EVAL"]) is None
   assert meteor.aggregate_stats([partial.replace("3.0", "NaN", 1)]) is None
+
+
+def test_filtered_resources_give_identical_statistics(tmp_path):
+  lines = [meteor.score_line(h, r) for h, r in [
+      ("the car", ["the automobile"]), ("women went home", ["woman goes home"]),
+      ("he commenced quickly", ["he started fast"]),
+      ("the kids ran", ["the children running"]),
+      ("u.s. cars", ["the us automobiles"])]]
+  jar = java.meteor_jar()
+  meteor.paraphrase.load_index().filter(lines, str(tmp_path / "p.gz"))
+  meteor.paraphrase.load_synonyms(jar).filter(lines, str(tmp_path / "syn"))
+  filtered = meteor._Worker(java.java_executable("test"), jar,
+                            str(tmp_path / "p.gz"), str(tmp_path / "syn"))
+  full = meteor._Worker(java.java_executable("test"), jar, None)
+  try:
+    got = filtered.query(lines, len(lines))
+    expected = full.query(lines, len(lines))
+  finally:
+    filtered.close()
+    full.close()
+  assert got == expected
+  # Stage 3 (synonyms) and 4 (paraphrases) really matched something.
+  stats = [list(map(float, s.split())) for s in got]
+  assert sum(s[12] + s[13] for s in stats) > 0
+  assert sum(s[16] + s[17] for s in stats) > 0

@@ -30,8 +30,9 @@ command of the same jar) parses one statistics line and prints
 statistics line is not 23 integers, we send the full EVAL line instead.
 
 Most of METEOR's start-up time (several CPU-seconds per process) is reading
-the 60 MB paraphrase table; by default each process instead reads the exact
-corpus-specific subset built by ``paraphrase.py``.
+the 60 MB paraphrase table and the WordNet synonym files; by default each
+process instead reads the exact corpus-specific subsets built by
+``paraphrase.py``.
 """
 
 import collections
@@ -105,10 +106,13 @@ def score_line(hyp: str, refs: Sequence[str]) -> str:
 class _Worker:
   """One METEOR process in -stdio mode."""
 
-  def __init__(self, java: str, jar: str, paraphrase_file: str | None):
+  def __init__(self, java: str, jar: str, paraphrase_file: str | None,
+               synonym_dir: str | None = None):
     cmd = [java, *_JVM_FLAGS, "-jar", "-Xmx2G", jar, *_METEOR_ARGS]
     if paraphrase_file is not None:
       cmd += ["-a", paraphrase_file]
+    if synonym_dir is not None:
+      cmd += ["-d", synonym_dir]
     self.proc = subprocess.Popen(
         cmd, cwd=os.path.dirname(jar), stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -197,7 +201,7 @@ class CorpusMeteor:
 
   def __init__(self, hyps: Sequence[str], refs: Sequence[Sequence[str]],
                workers: int | None = None, filter_paraphrases: bool = True,
-               full_eval: bool = False):
+               full_eval: bool = False, filter_synonyms: bool = True):
     if len(hyps) != len(refs):
       raise ValueError(
           f"{len(hyps)} hypotheses but {len(refs)} reference lists")
@@ -220,7 +224,11 @@ class CorpusMeteor:
         paraphrase_file = os.path.join(self._tmp_dir,
                                        "paraphrase-filtered.gz")
         paraphrase.load_index().filter(unique, paraphrase_file)
-      self._procs = [_Worker(java, jar, paraphrase_file)
+      synonym_dir = None
+      if filter_synonyms:
+        synonym_dir = os.path.join(self._tmp_dir, "synonyms")
+        paraphrase.load_synonyms(jar).filter(unique, synonym_dir)
+      self._procs = [_Worker(java, jar, paraphrase_file, synonym_dir)
                      for _ in range(workers)]
       # Small chunks, pulled by whichever process has room (see
       # _Worker.stream): the processes share the cores with the Python
@@ -286,7 +294,8 @@ class CorpusMeteor:
 def corpus_meteor(hyps: Sequence[str], refs: Sequence[Sequence[str]],
                   workers: int | None = None,
                   filter_paraphrases: bool = True,
-                  full_eval: bool = False) -> float:
+                  full_eval: bool = False,
+                  filter_synonyms: bool = True) -> float:
   """Corpus METEOR as pycocoevalcap ``Meteor().compute_score`` returns it.
 
   Args:
@@ -299,6 +308,9 @@ def corpus_meteor(hyps: Sequence[str], refs: Sequence[Sequence[str]],
       full default ``data/paraphrase-en.gz``, as pycocoevalcap.
     full_eval: send the jar pycocoevalcap's full EVAL line instead of the
       aggregated statistics (same result; for tests).
+    filter_synonyms: give METEOR only the WordNet synonym entries that can
+      match this corpus (exact; see paraphrase.SynonymIndex).  False: the
+      jar's own synonym files.
 
   Returns:
     The corpus METEOR score (float in [0, 1]).
@@ -306,5 +318,5 @@ def corpus_meteor(hyps: Sequence[str], refs: Sequence[Sequence[str]],
   Raises:
     java.JavaNotFoundError: no `java` on PATH.
   """
-  return CorpusMeteor(hyps, refs, workers, filter_paraphrases,
-                      full_eval).result()
+  return CorpusMeteor(hyps, refs, workers, filter_paraphrases, full_eval,
+                      filter_synonyms).result()

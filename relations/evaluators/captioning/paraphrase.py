@@ -25,10 +25,12 @@ $RELATIONS_CACHE_DIR, ~15 CPU-seconds); filtering then takes milliseconds
 """
 
 import gzip
+import json
 import os
 import re
 import shutil
 import tempfile
+import zipfile
 from typing import Iterable
 
 import numpy as np
@@ -139,25 +141,12 @@ class ParaphraseIndex:
   def good_words(self, texts: Iterable[str]) -> np.ndarray:
     """[V] bool: every ALNUM run of the word occurs in `texts`."""
     run_ok = np.zeros(len(self.runs), bool)
-    # Runs never contain whitespace, so the runs of the distinct
-    # whitespace-separated tokens are the runs of the texts.
-    words = set()
-    for text in texts:
-      words.update(text.split())
     runs = self.runs
-    for word in words:
-      lower = word.lower()
-      # The normaliser deletes the dots of dotted words ("u.s." -> "us"),
-      # joining runs; the dot-free forms cover those joins.
-      for form in (word, lower, word.replace(".", ""),
-                   lower.replace(".", "")):
-        for r in ALNUM.findall(form):
-          i = runs.get(r)
-          if i is not None:
-            run_ok[i] = True
-    # A word is bad if any of its runs is absent from the text.
-    bad_runs = np.concatenate([[0], np.cumsum(~run_ok[self.run_ids])])
-    return bad_runs[self.run_offsets[1:]] == bad_runs[self.run_offsets[:-1]]
+    for r in text_runs(texts):
+      i = runs.get(r)
+      if i is not None:
+        run_ok[i] = True
+    return _all_ok(run_ok, self.run_ids, self.run_offsets)
 
   def keep(self, texts: Iterable[str]) -> np.ndarray:
     """Ascending ids of the entries whose words are all good for `texts`."""
@@ -197,6 +186,30 @@ class ParaphraseIndex:
     return len(keep)
 
 
+def text_runs(texts: Iterable[str]) -> set[str]:
+  """The ALNUM runs METEOR's normalised words can be made of (docstring)."""
+  # Runs never contain whitespace, so the runs of the distinct
+  # whitespace-separated tokens are the runs of the texts.
+  words = set()
+  for text in texts:
+    words.update(text.split())
+  out = set()
+  for word in words:
+    lower = word.lower()
+    # The normaliser deletes the dots of dotted words ("u.s." -> "us"),
+    # joining runs; the dot-free forms cover those joins.
+    for form in (word, lower, word.replace(".", ""), lower.replace(".", "")):
+      out.update(ALNUM.findall(form))
+  return out
+
+
+def _all_ok(run_ok: np.ndarray, run_ids: np.ndarray,
+            run_offsets: np.ndarray) -> np.ndarray:
+  """[V] bool: all runs run_ids[run_offsets[v]:run_offsets[v+1]] are ok."""
+  bad_runs = np.concatenate([[0], np.cumsum(~run_ok[run_ids])])
+  return bad_runs[run_offsets[1:]] == bad_runs[run_offsets[:-1]]
+
+
 def _witnesses(tokens: np.ndarray, offsets: np.ndarray,
                has_runs: np.ndarray) -> dict[str, np.ndarray]:
   """Files every entry under its witness word (see ParaphraseIndex)."""
@@ -221,12 +234,174 @@ def _witnesses(tokens: np.ndarray, offsets: np.ndarray,
           "runless_entries": np.nonzero(runless)[0].astype(np.int64)}
 
 
+# Synonyms ---------------------------------------------------------------
+
+# SynonymDictionary.morph's (suffix, replacement) rules (meteor-1.5.jar).
+_MORPH = (("s", ""), ("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch"),
+          ("shes", "sh"), ("men", "man"), ("ies", "y"), ("s", ""),
+          ("ies", "y"), ("es", "e"), ("es", ""), ("ed", "e"), ("ed", ""),
+          ("ing", "e"), ("ing", ""), ("er", ""), ("est", ""), ("er", "e"),
+          ("est", "e"))
+_SYN_LANG = "english"
+
+
+class SynonymIndex:
+  """METEOR's WordNet synonym files, indexed for exact filtering.
+
+  Besides the paraphrase table, METEOR's start-up reads the synonym files
+  (``synonym/english.{exceptions,synsets}`` in the jar; 0.2 CPU-s of its
+  0.3 s).  edu/cmu/meteor/aligner/SynonymMatcher only asks the
+  SynonymDictionary two things about a normalised word w (the relations
+  file is never read):
+  * getSynSets(w): the synsets of key w (the last line wins for repeated
+    keys), and
+  * getStemSynSets(w): the synsets of the bases that the exceptions file
+    lists for form w, or else of morph(w): the first of w's suffix
+    replacements (_MORPH, plus "ful" re-appended when w ends with "ful")
+    that is a synsets key, w itself for short words and words ending in
+    "ss", or "".
+  So keeping (in file order) every exceptions entry with a form that can be
+  a word of the text, every synsets key that can be such a word or a
+  replacement of one, and the synsets keys of the kept entries' bases gives
+  the same answers for every word of the text.  "Can be": as for the
+  paraphrase table, each ALNUM run of a normalised word is one of
+  text_runs(); a suffix replacement changes only the word's last run (the
+  suffixes are letters), into one of _tail_runs().
+  """
+
+  def __init__(self, directory: str):
+    self.directory = directory
+    self.key_run_ids = np.load(os.path.join(directory, "key_run_ids.npy"))
+    self.key_run_offsets = np.load(
+        os.path.join(directory, "key_run_offsets.npy"))
+    self.pair_offsets = np.load(os.path.join(directory, "pair_offsets.npy"))
+    with open(os.path.join(directory, "synsets"), "rb") as f:
+      self.synsets = f.read()
+    with open(os.path.join(directory, "runs.txt"), encoding="utf-8") as f:
+      self.runs = {r: i for i, r in enumerate(f.read().split("\n"))}
+    with open(os.path.join(directory, "exceptions.json"),
+              encoding="utf-8") as f:
+      self.exceptions = json.load(f)
+
+  @classmethod
+  def build(cls, jar: str, directory: str) -> None:
+    """Indexes the synonym files inside `jar` into `directory` (atomic)."""
+    with zipfile.ZipFile(jar) as z:
+      synsets = z.read(f"synonym/{_SYN_LANG}.synsets")
+      exceptions = z.read(f"synonym/{_SYN_LANG}.exceptions").decode("utf-8")
+    # Java's readLine also ends lines at '\r'; and the synsets file is read
+    # in the platform charset: both are only safe without '\r' and in ASCII.
+    if b"\r" in synsets or not synsets.isascii() or "\r" in exceptions:
+      raise ValueError(f"{jar}: unexpected bytes in the synonym files")
+    lines = synsets.decode("ascii").split("\n")
+    if lines[-1] == "":
+      lines.pop()
+    keys = lines[0::2]
+    pair_offsets = [0]
+    for k in range(0, len(lines) - 1, 2):
+      pair_offsets.append(pair_offsets[-1] + len(lines[k]) +
+                          len(lines[k + 1]) + 2)
+    runs, run_ids, run_offsets = {}, [], [0]
+    for key in keys:
+      run_ids.extend(runs.setdefault(r, len(runs)) for r in ALNUM.findall(key))
+      run_offsets.append(len(run_ids))
+    pairs_of = {}
+    for i, key in enumerate(keys):
+      pairs_of.setdefault(key, []).append(i)
+    exc_lines = exceptions.split("\n")
+    entries = []
+    for k in range(0, len(exc_lines) - 1, 2):
+      base, forms = exc_lines[k], exc_lines[k + 1]
+      entries.append([base, forms, [ALNUM.findall(f) for f in forms.split()],
+                      pairs_of.get(base, [])])
+    parent = os.path.dirname(directory)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".tmp_", dir=parent)
+    try:
+      np.save(os.path.join(tmp, "key_run_ids.npy"),
+              np.array(run_ids, np.int32))
+      np.save(os.path.join(tmp, "key_run_offsets.npy"),
+              np.array(run_offsets, np.int64))
+      np.save(os.path.join(tmp, "pair_offsets.npy"),
+              np.array(pair_offsets, np.int64))
+      with open(os.path.join(tmp, "synsets"), "wb") as f:
+        f.write(synsets)
+      with open(os.path.join(tmp, "runs.txt"), "w", encoding="utf-8") as f:
+        f.write("\n".join(runs))
+      with open(os.path.join(tmp, "exceptions.json"), "w",
+                encoding="utf-8") as f:
+        json.dump(entries, f)
+      os.replace(tmp, directory)
+    except BaseException:
+      shutil.rmtree(tmp, ignore_errors=True)
+      raise
+
+  def filter(self, texts: Iterable[str], out_dir: str) -> tuple[int, int]:
+    """Writes the usable synonym entries as a METEOR ``-d`` directory.
+
+    Returns:
+      (exceptions entries kept, synsets entries kept).
+    """
+    runs = text_runs(texts)
+    run_ok = np.zeros(len(self.runs), bool)
+    for r in runs | _tail_runs(runs):
+      i = self.runs.get(r)
+      if i is not None:
+        run_ok[i] = True
+    keep_pair = _all_ok(run_ok, self.key_run_ids, self.key_run_offsets)
+    exc_parts = []
+    for base, forms, form_runs, base_pairs in self.exceptions:
+      if any(all(r in runs for r in fr) for fr in form_runs):
+        exc_parts.append(f"{base}\n{forms}\n")
+        keep_pair[base_pairs] = True
+    kept = np.nonzero(keep_pair)[0]
+    o = self.pair_offsets
+    syn = b"".join(self.synsets[o[i]:o[i + 1]] for i in kept.tolist())
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, f"{_SYN_LANG}.synsets"), "wb") as f:
+      f.write(syn)
+    with open(os.path.join(out_dir, f"{_SYN_LANG}.exceptions"), "w",
+              encoding="utf-8") as f:
+      f.write("".join(exc_parts))
+    # Never read by METEOR 1.5, but its URL is built.
+    open(os.path.join(out_dir, f"{_SYN_LANG}.relations"), "wb").close()
+    return len(exc_parts), len(kept)
+
+
+def _tail_runs(runs: Iterable[str]) -> set[str]:
+  """What morph's suffix replacements can turn a word's last run into."""
+  out = {"ful"}
+  for r in runs:
+    for suffix, replacement in _MORPH:
+      if r.endswith(suffix):
+        tail = r[:len(r) - len(suffix)] + replacement
+        out.add(tail)
+        out.add(tail + "ful")
+    if r.endswith("ful"):
+      out.add(r)
+  return out
+
+
 _INDEX = {}
 
 
 def clear_loaded() -> None:
   """Forgets the indexes loaded in this process (the disk cache stays)."""
   _INDEX.clear()
+
+
+def load_synonyms(jar: str | None = None) -> SynonymIndex:
+  """The (cached) synonym index of `jar`, building it on first use."""
+  jar = jar or java_lib.meteor_jar()
+  st = os.stat(jar)
+  directory = os.path.join(
+      cache_root(), f"meteor_synonyms_v{_VERSION}_{st.st_size}_"
+      f"{st.st_mtime_ns}")
+  if directory not in _INDEX:
+    if not os.path.isfile(os.path.join(directory, "exceptions.json")):
+      SynonymIndex.build(jar, directory)
+    _INDEX[directory] = SynonymIndex(directory)
+  return _INDEX[directory]
 
 
 def load_index(table: str | None = None) -> ParaphraseIndex:
