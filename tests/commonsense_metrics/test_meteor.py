@@ -120,3 +120,63 @@ def test_filtered_resources_give_identical_statistics(tmp_path):
   stats = [list(map(float, s.split())) for s in got]
   assert sum(s[12] + s[13] for s in stats) > 0
   assert sum(s[16] + s[17] for s in stats) > 0
+
+
+def test_prenormalise_known_values():
+  assert meteor.prenormalise(" grab 2 's hand ") == "grab 2 ' s hand"
+  assert meteor.prenormalise("do n't  go") == "do n 't go"
+  assert meteor.prenormalise("they 're 'll x1 42") == "they ' re ' ll x1 42"
+  assert meteor.prenormalise("") == "" and meteor.prenormalise("  ") == ""
+  for outside in ["Grab", "u.s.", "o'clock", "'90s", "'", "''", "a-b", "x,y",
+                  "café", "rock'n'roll", "a\tb", "it's", "-lrb-", "&"]:
+    assert meteor.prenormalise(outside) is None, outside
+  assert meteor.prenormalised_line("a 's", ["b", "c n't"]) == (
+      "SCORE ||| b ||| c n 't ||| a ' s")
+  assert meteor.prenormalised_line("a", ["b|c"]) is None
+
+
+def _plain_corpus(seed, n=1500):
+  rng = random.Random(seed)
+  words = ("a the man woman 1 2 12 walk walked into room rooms go went women "
+           "do does ca wo is are he she they car automobile start begin "
+           "x y z").split()
+  clitics = ["'s", "'re", "'ll", "'ve", "'m", "'d", "n't", "'em", "'t"]
+  def seg():
+    toks = [rng.choice(clitics) if rng.random() < 0.2 else rng.choice(words)
+            for _ in range(rng.randint(0, 10))]
+    return (" " * rng.randint(0, 2)) + (" " * rng.randint(1, 2)).join(toks)
+  return [(seg(), [seg() for _ in range(rng.randint(1, 4))])
+          for _ in range(n)]
+
+
+def test_prenormalised_lower_equals_norm_statistics(tmp_path):
+  pairs = _plain_corpus(0)
+  raw = [meteor.score_line(h, r) for h, r in pairs]
+  pre = [meteor.prenormalised_line(h, r) for h, r in pairs]
+  assert None not in pre
+  jar = java.meteor_jar()
+  meteor.paraphrase.load_index().filter(raw, str(tmp_path / "p.gz"))
+  meteor.paraphrase.load_synonyms(jar).filter(raw, str(tmp_path / "syn"))
+  workers = [meteor._Worker(java.java_executable("test"), jar,
+                            str(tmp_path / "p.gz"), str(tmp_path / "syn"),
+                            mode) for mode in (meteor._NORM, meteor._LOWER)]
+  try:
+    expected = workers[0].query(raw, len(raw))
+    got = workers[1].query(pre, len(pre))
+  finally:
+    for w in workers:
+      w.close()
+  assert got == expected
+  # The clitics were really split ("'s" -> "' s" gives 2 test words).
+  assert len({s.split()[0] for s in got}) > 5
+
+
+def test_worker_counts():
+  assert meteor._worker_counts(2, 0, 100) == {meteor._LOWER: 2}
+  assert meteor._worker_counts(2, 100, 0) == {meteor._NORM: 2}
+  assert meteor._worker_counts(2, 5, 1000) == {meteor._LOWER: 2,
+                                               meteor._NORM: 1}
+  assert meteor._worker_counts(2, 500, 500) == {meteor._LOWER: 1,
+                                                meteor._NORM: 1}
+  assert meteor._worker_counts(1, 500, 500) == {meteor._LOWER: 1,
+                                                meteor._NORM: 1}

@@ -128,21 +128,27 @@ def corpus_cider(hyps: Sequence[str], refs: Sequence[Sequence[str]],
       p = penalties[diff] = np.e**(-(delta**2) / (2 * sigma**2))
     return p
 
-  pair_scores = {}
-  scores = []
+  # Sums of the per-reference similarities of each distinct pair, then the
+  # same numpy mean / divide / multiply upstream applies to each item's
+  # [n] vector, done row-wise at once (np.mean over the last axis reduces
+  # each row exactly like np.mean of that row alone).
+  pair_index = {}
+  sums, num_refs, index = [], [], []
   for hyp, ref_key in zip(hyps, ref_keys):
     key = (hyp, ref_key)
-    score_avg = pair_scores.get(key)
-    if score_avg is None:
+    i = pair_index.get(key)
+    if i is None:
+      i = pair_index[key] = len(sums)
       vec_hyp = vec_of(hyp)
       score = [0.0] * n
       for ref in ref_key:
         val = _sim(vec_hyp, vec_of(ref), n, penalty)
         score = [a + b for a, b in zip(score, val)]
-      score_avg = np.mean(np.array(score))
-      score_avg /= len(ref_key)
-      score_avg *= 10.0
-      pair_scores[key] = score_avg
-    scores.append(score_avg)
-  scores = np.array(scores)
+      sums.append(score)
+      num_refs.append(len(ref_key))
+    index.append(i)
+  score_avg = np.mean(np.array(sums, np.float64).reshape(-1, n), axis=1)
+  score_avg /= np.array(num_refs)
+  score_avg *= 10.0
+  scores = score_avg[np.array(index, np.int64)]
   return np.mean(scores), scores
