@@ -1,4 +1,4 @@
-"""Exact, corpus-specific filtering of METEOR's paraphrase table.
+"""Exact, corpus-specific filtering of METEOR's paraphrase table and synonyms.
 
 METEOR 1.5 spends most of its start-up (several CPU-seconds per process)
 reading ``data/paraphrase-en.gz`` (5.3M entries) into a transducer.  Its
@@ -21,7 +21,8 @@ checks equality with the full table.
 
 The table is indexed once per machine (``~/.cache/relations`` or
 $RELATIONS_CACHE_DIR, ~15 CPU-seconds); filtering then takes milliseconds
-(see ParaphraseIndex).
+(see ParaphraseIndex).  The WordNet synonym files are filtered the same way
+(SynonymIndex).
 """
 
 import gzip
