@@ -171,15 +171,14 @@ def score_generations(annotations: Sequence[dict],
   if not items:
     raise ProtocolError(f"{gens_name}: nothing to score (no generation has a "
                         "non-empty reference list)")
-  # Three tokenizer jars (references, hypotheses, training sentences for
-  # Novel_normalised) run concurrently; METEOR's processes start as soon as
-  # the first two are done, and the Python metrics run meanwhile.
-  with futures.ThreadPoolExecutor(3) as pool:
-    jobs = _submit_tokenize(items, pool)
+  # The tokenizer jars for references and hypotheses run concurrently;
+  # then METEOR's processes start, and the training sentences (for
+  # Novel_normalised, needed last) and the Python metrics run meanwhile.
+  with futures.ThreadPoolExecutor(2) as pool:
     train = train_tokens = None
     if train_annotations is not None:
       train = diversity.train_sentences(train_annotations)
-      train_tokens = pool.submit(ptb.tokenize, train)
+    jobs = _submit_tokenize(items, pool)
     hyps, refs = _tokenize_result(jobs, items, gens_name, annots_name,
                                   generations)
     result = {"errors": {}}
@@ -193,6 +192,8 @@ def score_generations(annotations: Sequence[dict],
         result["METEOR"] = None
         result["errors"]["METEOR"] = str(e)
         print(f"METEOR not computed: {e}", file=sys.stderr)
+    if train is not None:
+      train_tokens = pool.submit(ptb.tokenize, train)
     try:
       _python_metrics(result, hyps, refs, groups, train, train_tokens)
       if meteor_run is not None:
