@@ -149,11 +149,20 @@ def prenormalise(segment: str) -> str | None:
   return " ".join(out)
 
 
-def prenormalised_line(hyp: str, refs: Sequence[str]) -> str | None:
-  """score_line(hyp, refs) with normalised segments, or None (see above)."""
+def prenormalised_line(hyp: str, refs: Sequence[str],
+                       cache: dict | None = None) -> str | None:
+  """score_line(hyp, refs) with normalised segments, or None (see above).
+
+  `cache` (segment -> prenormalise(segment)) saves work on references,
+  which repeat for every sample of an event.
+  """
+  if cache is None:
+    cache = {}
   segments = []
   for seg in (*refs, hyp.replace("|||", "").replace("  ", " ")):
-    norm = prenormalise(seg)
+    norm = cache.get(seg, False)
+    if norm is False:
+      norm = cache[seg] = prenormalise(seg)
     if norm is None:
       return None
     segments.append(norm)
@@ -296,8 +305,10 @@ class CorpusMeteor:
     self._unique = unique = list(first)
     send = {_NORM: [], _LOWER: []}
     self._sent = {_NORM: [], _LOWER: []}  # Original lines, in send order.
+    cache = {}
     for line, i in first.items():
-      norm = prenormalised_line(hyps[i], refs[i]) if prenormalise_ok else None
+      norm = (prenormalised_line(hyps[i], refs[i], cache) if prenormalise_ok
+              else None)
       mode = _NORM if norm is None else _LOWER
       send[mode].append(line if norm is None else norm)
       self._sent[mode].append(line)
