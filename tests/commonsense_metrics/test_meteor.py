@@ -5,6 +5,7 @@ The corpus also exercises the filtered paraphrase table and synonym files
 """
 
 import random
+import subprocess
 
 from pycocoevalcap.meteor.meteor import Meteor
 
@@ -180,3 +181,29 @@ def test_worker_counts():
                                                 meteor._NORM: 1}
   assert meteor._worker_counts(1, 500, 500) == {meteor._LOWER: 1,
                                                 meteor._NORM: 1}
+
+
+def test_prenormalise_equals_the_jar_normaliser():
+  # The jar's own Normalizer main (normalizeLine(line, en, keepPunctuation
+  # = true), as -norm runs it) on random segments over the class's
+  # alphabet, in and out of the class.
+  rng = random.Random(1)
+  pieces = ["a", "b", "s", "t", "n", "x", "0", "7", "'", " ", "  ", "n't",
+            "'s", "'re", "walk", "2", "''"]
+  segments = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+              for _ in range(20000)]
+  segments += [s for s, _ in _plain_corpus(2, 2000)]
+  proc = subprocess.run(
+      [java.java_executable("test"), "-cp", java.meteor_jar(),
+       "edu.cmu.meteor.util.Normalizer", "en", "true"],
+      input="\n".join(s.strip(" ") for s in segments) + "\n",
+      capture_output=True, text=True, check=True)
+  expected = proc.stdout.split("\n")[:-1]
+  assert len(expected) == len(segments)
+  inside = 0
+  for seg, exp in zip(segments, expected):
+    got = meteor.prenormalise(seg)
+    if got is not None:
+      inside += 1
+      assert got == exp, seg
+  assert inside > 5000
