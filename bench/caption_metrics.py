@@ -9,10 +9,12 @@ protocol on pycocoevalcap 1.2 (PTBTokenizer, Bleu, Meteor, Cider; Unique and
 Novel as in evaluate_generation.py) and with
 relations.evaluators.captioning.protocol.score_generations, checks that every
 metric is identical, and prints both wall times, CPU times (this process plus
-its Java children) and the ratios.  The one-time paraphrase-table index
-and the synonym index (~15 CPU-seconds, cached under ~/.cache/relations)
-are built before timing
-and reported separately; loading it from disk is timed as part of ours.
+its Java children) and the ratios.  The one-time indexes of METEOR's
+paraphrase table and synonym files (~15 CPU-seconds, cached under
+~/.cache/relations) are built before timing and reported separately;
+loading them from disk is timed as part of ours.  Ours also computes
+Novel_normalised (a third tokenizer run) and DIV, which the reference
+does not.
 """
 
 import argparse
