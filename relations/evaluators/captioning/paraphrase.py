@@ -134,7 +134,7 @@ class ParaphraseIndex:
       for name, items in (("vocab.txt", words), ("runs.txt", list(runs))):
         with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
           f.write("\n".join(items))
-      os.replace(tmp, directory)
+      _publish(tmp, directory)
     except BaseException:
       shutil.rmtree(tmp, ignore_errors=True)
       raise
@@ -185,6 +185,16 @@ class ParaphraseIndex:
     with gzip.open(out_path, "wt", encoding="utf-8", compresslevel=1) as f:
       f.write("".join(parts))
     return len(keep)
+
+
+def _publish(tmp: str, directory: str) -> None:
+  """Renames the finished `tmp` to `directory` (a concurrent build may win)."""
+  try:
+    os.replace(tmp, directory)
+  except OSError:
+    if not os.path.isdir(directory):
+      raise
+    shutil.rmtree(tmp, ignore_errors=True)  # Another process was first.
 
 
 def text_runs(texts: Iterable[str]) -> set[str]:
@@ -332,7 +342,7 @@ class SynonymIndex:
       with open(os.path.join(tmp, "exceptions.json"), "w",
                 encoding="utf-8") as f:
         json.dump(entries, f)
-      os.replace(tmp, directory)
+      _publish(tmp, directory)
     except BaseException:
       shutil.rmtree(tmp, ignore_errors=True)
       raise
