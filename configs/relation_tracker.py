@@ -23,7 +23,8 @@ Arg keys (`configs/relation_tracker.py:tiny,motion=false,queries=8`):
   seg_stride      segment stride (default 15; tiny: 4);
   assoc           association vIoU threshold;
   queries         number of detection queries;
-  refine          pixel box-refinement crop size (0 = off; tiny: 16);
+  refine          pixel box-refinement crop size (0 = off; tiny: 16, applied
+                  twice with separate weights, `model.refine_iters`);
   steps           training steps (0 = the variant's default).
 """
 
@@ -79,6 +80,7 @@ def get_config(arg=None):
       roi_samples=2,
       use_motion=arg.motion,
       refine_size=0,          # pixel box refinement crop (0 = off)
+      refine_iters=1,         # refinement iterations (separate weights)
   )
   c.loss = dict(eos_coef=0.1, w_class=1.0, w_l1=5.0, w_giou=2.0,
                 det=1.0, aux=1.0, emb=0.5, rel=2.0, focal_gamma=0.0)
@@ -140,7 +142,7 @@ def get_config(arg=None):
                        patch_size=8, posemb_grid=(12, 16))
     c.model.update(num_queries=arg.queries or 16, det_layers=2, det_heads=2,
                    det_mlp_dim=128, emb_dim=32, rel_hidden=96, roi_size=2,
-                   roi_samples=1, refine_size=16)
+                   roi_samples=1, refine_size=16, refine_iters=2)
     c.video.update(frame_batch=16, pair_batch=128)
     c.total_steps = 800
     c.schedule = dict(lr=2e-3, warmup_steps=30, decay="cosine")

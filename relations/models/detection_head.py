@@ -116,6 +116,7 @@ class DetectionHead(nn.Module):
   emb_dim: int = 32
   anchor_cells: float = 2.0
   refine_size: int = 0
+  refine_iters: int = 1
 
   @nn.compact
   def __call__(self, patch_grid, frames=None):
@@ -159,9 +160,11 @@ class DetectionHead(nn.Module):
         aux.append((logits, boxes))
       ref = jax.lax.stop_gradient(boxes)
     if self.refine_size and frames is not None:
-      aux.append((logits, boxes))
-      boxes = PixelRefiner(self.refine_size, name="pixel_refine")(
-          frames, boxes, y)
+      for i in range(self.refine_iters):
+        aux.append((logits, boxes))
+        boxes = PixelRefiner(self.refine_size,
+                             name="pixel_refine" + (f"_{i}" if i else ""))(
+                                 frames, boxes, y)
     emb = nn.Dense(self.emb_dim, name="embedding")(y)
     emb = emb / jnp.maximum(jnp.linalg.norm(emb, axis=-1, keepdims=True), 1e-6)
     return {"logits": logits, "boxes": boxes, "embeddings": emb, "aux": aux,

@@ -36,6 +36,7 @@ class RelationTracker(nn.Module):
   roi_samples: int = 2
   use_motion: bool = True
   refine_size: int = 0
+  refine_iters: int = 1
 
   def setup(self):
     self.encoder = vit.Model(**self.vit_kw)
@@ -43,7 +44,7 @@ class RelationTracker(nn.Module):
         num_classes=self.num_classes, num_queries=self.num_queries,
         num_layers=self.det_layers, num_heads=self.det_heads,
         mlp_dim=self.det_mlp_dim, emb_dim=self.emb_dim,
-        refine_size=self.refine_size)
+        refine_size=self.refine_size, refine_iters=self.refine_iters)
     self.relation = relation_head.RelationHead(
         num_predicates=self.num_predicates, hidden=self.rel_hidden,
         roi_size=self.roi_size, roi_samples=self.roi_samples,

@@ -189,21 +189,26 @@ def test_pixel_refiner_starts_at_identity_and_applies_relative_deltas():
   assert float(jnp.abs(a - b)[:, 0].max()) > 1e-4
 
 
-def test_model_with_pixel_refinement_adds_one_auxiliary_output():
+@pytest.mark.parametrize("iters", [1, 2])
+def test_model_with_pixel_refinement_adds_auxiliary_outputs(iters):
   model = relation_tracker.Model(
       num_classes=5, num_predicates=7,
       vit=dict(width=16, depth=1, mlp_dim=32, num_heads=2, patch_size=8,
                posemb_grid=(2, 3)),
       num_queries=4, det_layers=2, det_heads=2, det_mlp_dim=32, emb_dim=8,
-      rel_hidden=16, refine_size=8)
+      rel_hidden=16, refine_size=8, refine_iters=iters)
   frames = jax.random.uniform(jax.random.key(0), (3, 16, 24, 3))
   params = jax.jit(lambda r, x: model.init(r, x, method=model.encode_detect))(
       jax.random.key(1), frames)
   _, det = jax.jit(lambda p, x: model.apply(p, x, method=model.encode_detect))(
       params, frames)
-  assert "pixel_refine" in params["params"]["detector"]
-  # proposals + decoder layer 0 + decoder layer 1 (now auxiliary).
-  assert len(det["aux"]) == 3
+  names = {k for k in params["params"]["detector"] if "refine" in k}
+  expected = {"pixel_refine", "pixel_refine_1"} if iters == 2 else {
+      "pixel_refine"}
+  assert names == expected
+  # proposals + decoder layer 0 + decoder layer 1 + all but the last
+  # refinement are auxiliary outputs.
+  assert len(det["aux"]) == 2 + iters
   # Zero-initialised deltas: the refined boxes equal the last decoder layer's.
   np.testing.assert_allclose(det["boxes"], det["aux"][-1][1], atol=1e-6)
 
