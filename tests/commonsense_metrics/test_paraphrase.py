@@ -5,6 +5,7 @@ full-table equality of METEOR itself is checked in test_meteor/test_protocol.
 """
 
 import gzip
+import os
 import random
 import zipfile
 
@@ -157,3 +158,15 @@ def test_filtered_synonyms_answer_like_the_full_files(texts, tmp_path):
   assert not differing
   # The filter is selective: a plain sentence keeps a few hundred entries.
   assert len(texts) > 1 or kept[1] < 2000
+
+
+def test_cache_key_follows_content_not_mtime(tmp_path):
+  a, b, c = tmp_path / "a.gz", tmp_path / "b.gz", tmp_path / "c.gz"
+  a.write_bytes(b"0\nx y\nz\n" * 1000)
+  b.write_bytes(b"0\nx y\nz\n" * 1000)
+  c.write_bytes(b"0\nx y\nw\n" * 1000)
+  os.utime(b, ns=(1, 1))
+  # A reinstall (same bytes, new mtime) reuses the index; other bytes don't.
+  assert paraphrase.content_key(str(a)) == paraphrase.content_key(str(b))
+  assert paraphrase.content_key(str(a)) != paraphrase.content_key(str(c))
+  assert paraphrase.content_key(str(a)).startswith(f"{8 * 1000}_")

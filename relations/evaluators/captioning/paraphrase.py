@@ -26,6 +26,7 @@ $RELATIONS_CACHE_DIR, ~15 CPU-seconds); filtering then takes milliseconds
 """
 
 import gzip
+import hashlib
 import json
 import os
 import re
@@ -394,6 +395,25 @@ def _tail_runs(runs: Iterable[str]) -> set[str]:
 
 
 _INDEX = {}
+_KEYS = {}
+
+
+def content_key(path: str) -> str:
+  """Hex digest naming the cache entry of `path` by its content.
+
+  Every virtualenv installs its own copy of the jar and table (new
+  mtimes), so a key of size and mtime built a new ~250 MB index per
+  install; SHA-1 of the 62 MB table takes ~0.07 s, once per process.
+  """
+  st = os.stat(path)
+  memo = (os.path.realpath(path), st.st_size, st.st_mtime_ns)
+  if memo not in _KEYS:
+    digest = hashlib.sha1()
+    with open(path, "rb") as f:
+      for block in iter(lambda: f.read(1 << 22), b""):
+        digest.update(block)
+    _KEYS[memo] = f"{st.st_size}_{digest.hexdigest()[:20]}"
+  return _KEYS[memo]
 
 
 def clear_loaded() -> None:
@@ -404,10 +424,8 @@ def clear_loaded() -> None:
 def load_synonyms(jar: str | None = None) -> SynonymIndex:
   """The (cached) synonym index of `jar`, building it on first use."""
   jar = jar or java_lib.meteor_jar()
-  st = os.stat(jar)
-  directory = os.path.join(
-      cache_root(), f"meteor_synonyms_v{_VERSION}_{st.st_size}_"
-      f"{st.st_mtime_ns}")
+  directory = os.path.join(cache_root(),
+                           f"meteor_synonyms_v{_VERSION}_{content_key(jar)}")
   if directory not in _INDEX:
     if not os.path.isfile(os.path.join(directory, "exceptions.json")):
       SynonymIndex.build(jar, directory)
@@ -418,10 +436,8 @@ def load_synonyms(jar: str | None = None) -> SynonymIndex:
 def load_index(table: str | None = None) -> ParaphraseIndex:
   """The (cached) index of `table`, building it on first use."""
   table = table or default_table()
-  st = os.stat(table)
   directory = os.path.join(
-      cache_root(), f"meteor_paraphrase_v{_VERSION}_{st.st_size}_"
-      f"{st.st_mtime_ns}")
+      cache_root(), f"meteor_paraphrase_v{_VERSION}_{content_key(table)}")
   if directory not in _INDEX:
     if not os.path.isfile(os.path.join(directory, "vocab.txt")):
       ParaphraseIndex.build(table, directory)
