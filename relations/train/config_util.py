@@ -132,8 +132,24 @@ def apply_overrides(config: ml_collections.ConfigDict,
   return config
 
 
+# Trainer settings every config has (added by `load_config` where a config file does not set
+# them, so that `--config.<key>=...` works for all of them); relations.train.trainer reads
+# them with these defaults.
+TRAINER_DEFAULTS = {
+    "grad_accum_steps": 1,
+    "fsdp_min_size": 2**12,          # leaves smaller than this (elements) stay replicated
+    "checkpoint_every": 100,
+    "keep_checkpoints": 2,
+    "async_checkpoints": True,
+    "log_every": 10,
+    "check_finite_every": 1,
+    "preemption_sync_every": 10,     # multi-process runs agree on SIGTERM this often
+}
+
+
 def load_config(spec: str, overrides: Sequence[str] = ()) -> ml_collections.ConfigDict:
-  """Loads `path/to/config.py[:arg]`, locks it and applies `field=value` overrides.
+  """Loads `path/to/config.py[:arg]`, adds missing `TRAINER_DEFAULTS`, locks it and applies
+  `field=value` overrides.
 
   Relative paths are tried from the working directory and then from the repository root, so
   `configs/occlusion_vit.py:tiny` works from anywhere inside a checkout.
@@ -148,5 +164,9 @@ def load_config(spec: str, overrides: Sequence[str] = ()) -> ml_collections.Conf
       raise FileNotFoundError(f"Config file not found: {path}")
   module = _load_module(path)
   config = module.get_config(arg or None)
+  with config.unlocked():
+    for key, value in TRAINER_DEFAULTS.items():
+      if key not in config:
+        config[key] = value
   config.lock()
   return apply_overrides(config, overrides)

@@ -29,6 +29,7 @@ import optax
 
 from relations import io_util
 from relations.train import checkpoint as ckpt_lib
+from relations.train import config_util
 from relations.train import input_pipeline
 from relations.train import optim
 from relations.train import sharding
@@ -62,6 +63,11 @@ class TrainResult:
   eval_metrics: dict
 
 
+def _setting(config, key: str):
+  """A trainer setting of `config`, or its default (config_util.TRAINER_DEFAULTS)."""
+  return config.get(key, config_util.TRAINER_DEFAULTS[key])
+
+
 class _Preemption:
   """Turns SIGTERM into a flag the loop checks after each step (then saves and exits)."""
 
@@ -83,6 +89,23 @@ class _Preemption:
   def __exit__(self, *exc):
     if self._old is not None:
       signal.signal(signal.SIGTERM, self._old)
+
+  def agreed(self, step: int, sync_every: int) -> bool:
+    """Whether every process stops after `step`.
+
+    A pod's hosts get SIGTERM at different moments; a host that stopped alone
+    would leave the others blocked in the next collective (or in a
+    checkpoint save it never joins). With several processes the flags are
+    all-gathered every `sync_every` steps, at the same steps everywhere, and
+    all processes stop together if any was asked to.
+    """
+    if jax.process_count() == 1:
+      return self.requested
+    if step % sync_every:
+      return False
+    from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+    flags = multihost_utils.process_allgather(np.array([self.requested], np.int32))
+    return bool(np.any(flags))
 
 
 def _make_writer(workdir: str):
@@ -108,7 +131,7 @@ def _flat_hparams(config: ml_collections.ConfigDict) -> dict[str, Any]:
 def make_train_step(model, task, config, tx, schedule, state_sh, batch_sh, repl):
   """The jitted, donated train step (state, batch) -> (state, metrics)."""
   base_rng = jax.random.key(int(config.seed))
-  accum = int(config.get("grad_accum_steps", 1))
+  accum = int(_setting(config, "grad_accum_steps"))
 
   def loss_and_grads(params, batch, rng):
     def loss_fn(p):
@@ -217,7 +240,7 @@ def setup(config, devices=None):
   state_shapes = jax.eval_shape(init_fn, jax.random.key(int(config.seed)))
   rules = [tuple(r) for r in config.get("partition_rules", [(".*", "fsdp")])]
   state_sh = sharding.infer_shardings(state_shapes, rules, mesh,
-                                      int(config.get("fsdp_min_size", 2**12)))
+                                      int(_setting(config, "fsdp_min_size")))
   batch_sh = {k: sharding.batch_sharding(mesh) for k in batch_shapes}
   return dict(mesh=mesh, task=task, model=model, stream=stream, tx=tx, schedule=schedule,
               init_fn=init_fn, state_shapes=state_shapes, state_sh=state_sh, batch_sh=batch_sh,
@@ -249,8 +272,8 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
   total_steps = int(config.total_steps)
 
   # ---------------------------------------------------------------- Checkpoint or init
-  mngr = ckpt_lib.make_manager(workdir, keep=int(config.get("keep_checkpoints", 2)),
-                               async_save=bool(config.get("async_checkpoints", True)))
+  mngr = ckpt_lib.make_manager(workdir, keep=int(_setting(config, "keep_checkpoints")),
+                               async_save=bool(_setting(config, "async_checkpoints")))
   latest = mngr.latest_step()
   with jax.set_mesh(mesh):
     if latest is not None:
@@ -276,10 +299,12 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
   # ---------------------------------------------------------------- Train loop
   from clu import periodic_actions  # pylint: disable=g-import-not-at-top
   progress = periodic_actions.ReportProgress(num_train_steps=total_steps, writer=writer,
-                                             every_steps=int(config.get("log_every", 10)))
-  log_every = int(config.get("log_every", 10))
-  check_every = int(config.get("check_finite_every", 1))
-  ckpt_every = int(config.get("checkpoint_every", 100))
+                                             every_steps=int(_setting(config, "log_every")))
+  log_every = int(_setting(config, "log_every"))
+  check_every = int(_setting(config, "check_finite_every"))
+  # Multi-process runs agree on a SIGTERM every this many steps (_Preemption).
+  sync_every = max(1, int(_setting(config, "preemption_sync_every")))
+  ckpt_every = int(_setting(config, "checkpoint_every"))
   meta = lambda step: {"step": step, "data_seed": int(config.seed),
                        "data_position": step * int(config.input.batch_size)}
   eval_metrics: dict[str, float] = {}
@@ -311,9 +336,10 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
           eval_metrics.update({f"{name}/{k}": v for k, v in res.items()})
           writer.write_scalars(done, {f"{name}/{k}": float(v) for k, v in res.items()
                                       if np.isscalar(v)})
-      if done % ckpt_every == 0 or done == total_steps or preemption.requested:
+      stop = preemption.agreed(done, sync_every)
+      if done % ckpt_every == 0 or done == total_steps or stop:
         ckpt_lib.save(mngr, done, state, meta(done), force=True)
-      if preemption.requested:
+      if stop:
         preempted = True
         logging.warning("Preempted: checkpoint saved at step %d", done)
         break
@@ -335,7 +361,7 @@ def restore_params(config: ml_collections.ConfigDict, workdir: str, step: int | 
                    devices=None):
   """(model, params, step, mesh) from the latest (or given) checkpoint in `workdir`."""
   s = setup(config, devices)
-  mngr = ckpt_lib.make_manager(workdir, keep=int(config.get("keep_checkpoints", 2)))
+  mngr = ckpt_lib.make_manager(workdir, keep=int(_setting(config, "keep_checkpoints")))
   step = mngr.latest_step() if step is None else step
   if step is None:
     raise FileNotFoundError(f"No checkpoint in {os.path.join(workdir, 'checkpoints')}")

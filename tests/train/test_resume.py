@@ -1,5 +1,6 @@
 """Kill -9 and resume ends exactly where an uninterrupted run ends; NaN stops the run cleanly."""
 
+import json
 import os
 import signal
 import subprocess
@@ -39,11 +40,51 @@ def _steps(workdir):
   return sorted(int(n) for n in os.listdir(d) if n.isdigit())
 
 
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory):
+  """Workdir of one uninterrupted run of TOTAL steps."""
+  full = str(tmp_path_factory.mktemp("full") / "w")
+  subprocess.run(_cmd(full), cwd=ROOT, check=True, capture_output=True, timeout=300)
+  return full
+
+
+def _assert_same_final_params(full, resumed):
+  step_a, a = _final_params(full)
+  step_b, b = _final_params(resumed)
+  assert step_a == step_b == TOTAL
+  for (path, x), (_, y) in zip(jax.tree_util.tree_leaves_with_path(a),
+                               jax.tree_util.tree_leaves_with_path(b)):
+    np.testing.assert_array_equal(x, y, err_msg=str(path))
+
+
 @pytest.mark.slow
-def test_sigkill_then_resume_matches_uninterrupted(tmp_path):
+def test_sigterm_saves_exits_143_and_resume_matches_uninterrupted(tmp_path, full_run):
+  run = str(tmp_path / "term")
+  proc = subprocess.Popen(_cmd(run), cwd=ROOT, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+  deadline = time.time() + 240
+  while time.time() < deadline and not _steps(run) and proc.poll() is None:
+    time.sleep(0.05)
+  proc.send_signal(signal.SIGTERM)
+  _, err = proc.communicate(timeout=120)
+  assert proc.returncode == 143, err[-2000:]
+  saved = _steps(run)
+  assert saved and saved[-1] < TOTAL, f"expected to stop mid-run, saw checkpoints {saved}"
+  # The preemption save is the step it stopped at, whether or not on the checkpoint grid.
+  assert f"Preempted: checkpoint saved at step {saved[-1]}" in err, err[-2000:]
+  with open(os.path.join(run, "train_summary.json")) as f:
+    summary = json.load(f)
+  assert summary["preempted"] is True and summary["final_step"] == saved[-1]
+  out = subprocess.run(_cmd(run), cwd=ROOT, check=True, capture_output=True, text=True,
+                       timeout=300)
+  assert f"Resumed from {run} at step {saved[-1]}" in out.stderr
+  _assert_same_final_params(full_run, run)
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_matches_uninterrupted(tmp_path, full_run):
   env = dict(os.environ)
-  full = str(tmp_path / "full")
-  subprocess.run(_cmd(full), cwd=ROOT, env=env, check=True, capture_output=True, timeout=300)
+  full = full_run
 
   killed = str(tmp_path / "killed")
   proc = subprocess.Popen(_cmd(killed), cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
@@ -59,12 +100,7 @@ def test_sigkill_then_resume_matches_uninterrupted(tmp_path):
   out = subprocess.run(_cmd(killed), cwd=ROOT, env=env, check=True, capture_output=True,
                        text=True, timeout=300)
   assert f"Resumed from {killed} at step {saved[-1]}" in out.stderr
-  step_a, a = _final_params(full)
-  step_b, b = _final_params(killed)
-  assert step_a == step_b == TOTAL
-  for (path, x), (_, y) in zip(jax.tree_util.tree_leaves_with_path(a),
-                               jax.tree_util.tree_leaves_with_path(b)):
-    np.testing.assert_array_equal(x, y, err_msg=str(path))
+  _assert_same_final_params(full, killed)
 
 
 def test_nonfinite_loss_names_step_and_metric_and_keeps_checkpoint(tmp_path):
