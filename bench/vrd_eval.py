@@ -40,7 +40,6 @@ mismatch.
 """
 
 import argparse
-import dataclasses
 import json
 import math
 import os
@@ -58,23 +57,13 @@ from relations.datasets import vrd_categories
 from relations.evaluators.vrd import columns
 from relations.evaluators.vrd import fastjson
 from relations.evaluators.vrd import scoring
+from relations.video import association
 from relations.video import submission
 
 WIDTH, HEIGHT = 1920, 1080
 CATEGORIES = ("adult", "child", "baby", "dog", "cat", "ball/sports_ball",
               "car", "bicycle", "chair", "table", "toy", "horse")
 PREDICATES = vrd_categories.VIDOR_PREDICATES
-
-
-@dataclasses.dataclass
-class _Rel:
-  """A model's relation (the fields of `relations.video.association`)."""
-  triplet: tuple
-  score: float
-  start: int
-  end: int
-  sub_traj: np.ndarray
-  obj_traj: np.ndarray
 
 
 def _track(rng, length):
@@ -115,7 +104,7 @@ def build_case(num_videos=832, preds_per_video=200, seed=0):
   """Returns (groundtruth, prediction, arrays).
 
   groundtruth and prediction are dicts in the official formats; arrays holds
-  the same predictions as a model does, `{video_id: [_Rel]}` with float64
+  the same predictions as a model does, `{video_id: [association.Relation]}` with float64
   box arrays (views of one array per object track, equal to the lists).
   """
   rng = random.Random(seed)
@@ -156,8 +145,8 @@ def build_case(num_videos=832, preds_per_video=200, seed=0):
       preds.append({"triplet": list(t), "score": score,
                     "duration": [s, e], "sub_traj": noisy[a][s:e],
                     "obj_traj": noisy[b][s:e]})
-      rels_arr.append(_Rel(tuple(t), score, s, e, noisy_arr[a][s:e],
-                           noisy_arr[b][s:e]))
+      rels_arr.append(association.Relation(
+          tuple(t), s, e, noisy_arr[a][s:e], noisy_arr[b][s:e], [score]))
     for r in rels:
       del r["_ab"]
     gt[vid] = rels

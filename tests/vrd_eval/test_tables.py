@@ -12,22 +12,12 @@ import pytest
 
 from relations.evaluators.vrd import columns
 from relations.evaluators.vrd import scoring
+from relations.video import association
 from tests.vrd_eval.helpers import gt, pred
 
 NEXT = ("adult", "next_to", "dog")
 BEHIND = ("adult", "behind", "dog")
 SQ, FAR = [0, 0, 9, 9], [20, 0, 29, 9]
-
-
-@dataclasses.dataclass
-class _Rel:
-  """The attributes of `relations.video.association.Relation` we read."""
-  triplet: tuple
-  score: float
-  start: int
-  end: int
-  sub_traj: np.ndarray
-  obj_traj: np.ndarray
 
 
 def _random_case(seed, num_videos=6, preds_per_video=230):
@@ -64,7 +54,9 @@ def _random_case(seed, num_videos=6, preds_per_video=230):
           else float(rng.random())
       if rng.random() < 0.02:
         score = float("nan")
-      rels[vid].append(_Rel(t, score, s2, e2, jit(sub), jit(obj)))
+      # A model's relation; its score is the mean of one confidence.
+      rels[vid].append(association.Relation(t, s2, e2, jit(sub), jit(obj),
+                                            [score]))
   return g, rels
 
 

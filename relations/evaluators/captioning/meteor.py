@@ -109,10 +109,14 @@ def aggregate_stats(stats_lines: Sequence[str]) -> str | None:
   return " ".join(f"{v}.0" for v in total)
 
 
+def _clean_hyp(hyp: str) -> str:
+  """The hypothesis as ``Meteor._stat`` puts it into a SCORE line."""
+  return hyp.replace("|||", "").replace("  ", " ")
+
+
 def score_line(hyp: str, refs: Sequence[str]) -> str:
   """The SCORE line pycocoevalcap's ``Meteor._stat`` writes (no newline)."""
-  hyp = hyp.replace("|||", "").replace("  ", " ")
-  return " ||| ".join(("SCORE", " ||| ".join(refs), hyp))
+  return " ||| ".join(("SCORE", " ||| ".join(refs), _clean_hyp(hyp)))
 
 
 _PLAIN_SEGMENT = re.compile(r"[a-z0-9' ]*")
@@ -159,7 +163,7 @@ def prenormalised_line(hyp: str, refs: Sequence[str],
   if cache is None:
     cache = {}
   segments = []
-  for seg in (*refs, hyp.replace("|||", "").replace("  ", " ")):
+  for seg in (*refs, _clean_hyp(hyp)):
     norm = cache.get(seg, False)
     if norm is False:
       norm = cache[seg] = prenormalise(seg)

@@ -289,6 +289,22 @@ def _number(buf, i):
   return (-v if neg else v), _FLOAT, j
 
 
+@_leaf
+def _past_key(buf, i):
+  """An object member's key and ':' at i: the index after the ':', -1 if
+  either is missing or invalid."""
+  n = len(buf)
+  if i >= n or buf[i] != 34:
+    return -1
+  i = _string_end(buf, i)
+  if i < 0:
+    return -1
+  i = _ws(buf, i)
+  if i >= n or buf[i] != 58:
+    return -1
+  return i + 1
+
+
 @numba.njit(cache=True, nogil=True)
 def _skip_value(buf, i):
   """Validates and skips one JSON value at i; end index or -(error)."""
@@ -310,15 +326,9 @@ def _skip_value(buf, i):
         stack[sp] = 1 if c == 123 else 2
         sp += 1
         if c == 123:
-          if i >= n or buf[i] != 34:
-            return -_INVALID
-          i = _string_end(buf, i)
+          i = _past_key(buf, i)
           if i < 0:
             return -_INVALID
-          i = _ws(buf, i)
-          if i >= n or buf[i] != 58:
-            return -_INVALID
-          i += 1
         continue
     elif c == 34:
       i = _string_end(buf, i)
@@ -344,15 +354,9 @@ def _skip_value(buf, i):
       if c == 44:
         i = _ws(buf, i + 1)
         if stack[sp - 1] == 1:
-          if i >= n or buf[i] != 34:
-            return -_INVALID
-          i = _string_end(buf, i)
+          i = _past_key(buf, i)
           if i < 0:
             return -_INVALID
-          i = _ws(buf, i)
-          if i >= n or buf[i] != 58:
-            return -_INVALID
-          i += 1
         break
       if c == (125 if stack[sp - 1] == 1 else 93):
         i += 1
