@@ -7,7 +7,7 @@ generations = 10,000 hypotheses, 2-8 references each, person tags,
 punctuation, capitals, ~30% repeated samples), scores it with the official
 protocol on pycocoevalcap 1.2 (PTBTokenizer, Bleu, Meteor, Cider; Unique and
 Novel as in evaluate_generation.py) and with
-relations.evaluators.captioning.protocol.score_generations, checks that every
+relations.commonsense.metrics.protocol.score_generations, checks that every
 metric is identical, and prints both wall times, CPU times (this process plus
 its Java children) and the ratios.  The one-time indexes of METEOR's
 paraphrase table and synonym files (~15 CPU-seconds, cached under
@@ -26,9 +26,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from relations.evaluators.captioning import paraphrase  # pylint: disable=g-import-not-at-top
-from relations.evaluators.captioning import protocol
-from tests.commonsense_metrics import oracle
+from relations.commonsense.metrics import paraphrase# pylint: disable=g-import-not-at-top
+from relations.commonsense.metrics import protocol
+from tests.commonsense.metrics import oracle
 
 SUBJ = ["1", "2", "3", "4", "he", "she", "they"]
 VERBS = ["walk into", "ask", "greet", "hug", "leave", "order", "grab",

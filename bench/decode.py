@@ -24,9 +24,9 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from relations.generation import decode  # pylint: disable=g-import-not-at-top
-from relations.models import gpt2
-from relations.models import gpt2_import
+from relations.commonsense.generation import decode# pylint: disable=g-import-not-at-top
+from relations.commonsense import gpt2
+from relations.commonsense import gpt2_import
 
 
 def main():

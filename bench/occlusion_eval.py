@@ -23,11 +23,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from relations.evaluators.occlusion import api  # pylint: disable=g-import-not-at-top,wrong-import-position
-from relations.evaluators.occlusion import image_eval  # pylint: disable=g-import-not-at-top,wrong-import-position
-from relations.evaluators.occlusion import nms  # pylint: disable=g-import-not-at-top,wrong-import-position
-from relations.evaluators.occlusion import reference  # pylint: disable=g-import-not-at-top,wrong-import-position
-from relations.evaluators.occlusion import synthetic  # pylint: disable=g-import-not-at-top,wrong-import-position
+from relations.occlusion.metrics import api# pylint: disable=g-import-not-at-top,wrong-import-position
+from relations.occlusion.metrics import image_eval# pylint: disable=g-import-not-at-top,wrong-import-position
+from relations.occlusion.metrics import nms# pylint: disable=g-import-not-at-top,wrong-import-position
+from relations.occlusion.metrics import reference# pylint: disable=g-import-not-at-top,wrong-import-position
+from relations.occlusion.metrics import synthetic# pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def make_sample(seed, height, width):

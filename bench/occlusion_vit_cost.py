@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Cost per train step of an occlusion_vit config (FLOPs, memory), from XLA.
 
-  python bench/occlusion_vit_cost.py --config configs/occlusion_vit.py:B/16
+  python bench/occlusion_vit_cost.py --config configs/occlusion.py:B/16
 
 Lowers the real train step (task loss, value_and_grad, AdamW update) for one
 global batch and reads XLA's cost analysis (FLOPs, bytes accessed) and, after
@@ -21,8 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from relations.models import vit
-from relations.tasks import occlusion
+from relations.nn import vit
+from relations.occlusion import task as occlusion
 from relations.train import config_util
 from relations.train import optim
 
@@ -59,7 +59,7 @@ def analytic_flops(config):
 
 def main(argv=None):
   ap = argparse.ArgumentParser()
-  ap.add_argument("--config", default="configs/occlusion_vit.py:B/16")
+  ap.add_argument("--config", default="configs/occlusion.py:B/16")
   ap.add_argument("--mfu", type=float, default=0.4)
   ap.add_argument("--no_compile", action="store_true",
                   help="skip the host compile (no memory analysis)")

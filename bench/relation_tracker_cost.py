@@ -1,8 +1,8 @@
 """Cost per training step of a relation-tracker config, derived from the model.
 
-  python bench/relation_tracker_cost.py --config configs/relation_tracker.py:paper
+  python bench/relation_tracker_cost.py --config configs/video_relations.py:paper
 
-Lowers the real jitted loss + gradient (`relations.tasks.video_relations.loss_fn`)
+Lowers the real jitted loss + gradient (`relations.video_relations.task.loss_fn`)
 on abstract inputs of the config's global batch (nothing is allocated or run),
 reads XLA's FLOP count, and converts it into time per step and to train on a
 TPU v4-32 (16 chips x 275 TFLOP/s bf16) and 8x H100 SXM (8 x 989 TFLOP/s
@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from relations.tasks import video_relations
+from relations.video_relations import task as video_relations
 from relations.train import config_util
 
 PEAK = {"TPU v4-32 (16 chips)": 16 * 275e12, "8x H100 SXM": 8 * 989e12}
@@ -64,7 +64,7 @@ def step_flops(config):
 
 def main(argv=None):
   ap = argparse.ArgumentParser()
-  ap.add_argument("--config", default="configs/relation_tracker.py:paper")
+  ap.add_argument("--config", default="configs/video_relations.py:paper")
   ap.add_argument("--mfu", type=float, default=0.35)
   args, overrides = ap.parse_known_args(argv)
   config = config_util.load_config(args.config,

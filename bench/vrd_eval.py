@@ -28,7 +28,7 @@ Timed, each as wall and CPU (process) time, in one run:
             a training run scores against the same GT many times).
   json      (--json-videos N, default 100) end to end from files, for the
             first N videos: the GT JSON and a submission written as our
-            model writes it (`relations.video.submission`, boxes rounded to
+            model writes it (`relations.video_relations.submission`, boxes rounded to
             --json-digits decimals; -1 = full precision, Python repr), then
             official = json.load of both + evaluate(), ours =
             `fastjson.read_table` of both + `evaluate_tables`. (All 832
@@ -53,12 +53,12 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vrd_official  # pylint: disable=g-import-not-at-top
-from relations.datasets import vrd_categories
-from relations.evaluators.vrd import columns
-from relations.evaluators.vrd import fastjson
-from relations.evaluators.vrd import scoring
-from relations.video import association
-from relations.video import submission
+from relations.video_relations.data import categories as vrd_categories
+from relations.video_relations.metrics import columns
+from relations.video_relations.metrics import fastjson
+from relations.video_relations.metrics import scoring
+from relations.video_relations import association
+from relations.video_relations import submission
 
 WIDTH, HEIGHT = 1920, 1080
 CATEGORIES = ("adult", "child", "baby", "dog", "cat", "ball/sports_ball",

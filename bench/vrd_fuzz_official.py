@@ -4,7 +4,7 @@
 
   python bench/vrd_fuzz_official.py --official /tmp/ref/xdshang \
       --official-vru20 /tmp/ref/next [--cases 300] [--seed 0] \
-      [--record tests/vrd_eval/official_cases.json.xz]
+      [--record tests/video_relations/metrics/official_cases.json.xz]
 
 Generates random small cases that concentrate on the awkward situations of
 spec 1.2-1.5: tied scores, duplicate predictions and duplicate GT, many GT of
@@ -16,7 +16,7 @@ Every case is scored by both implementations in both protocols; per case we
 compare the printed lines (to the last digit), the float values, and each
 video's AP (the official code scored on that video alone), or that both
 refuse. `--record` writes the cases with the official outputs (data only) for
-the CI test `tests/vrd_eval/test_official_fixture.py`.
+the CI test `tests/video_relations/metrics/test_official_fixture.py`.
 """
 
 import argparse
@@ -29,9 +29,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vrd_official  # pylint: disable=g-import-not-at-top
-from relations.evaluators.vrd import columns
-from relations.evaluators.vrd import kernels
-from relations.evaluators.vrd import scoring
+from relations.video_relations.metrics import columns
+from relations.video_relations.metrics import kernels
+from relations.video_relations.metrics import scoring
 
 SUBJECTS = ("adult", "child", "dog")
 PREDICATES = ("next_to", "in_front_of", "chase")

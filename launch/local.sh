@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Train a config on this machine with the project's virtual environment.
 #
-#   launch/local.sh configs/occlusion_vit.py:tiny /tmp/run [--config.total_steps=100 ...]
+#   launch/local.sh configs/occlusion.py:tiny /tmp/run [--config.total_steps=100 ...]
 #
 # Extra arguments go to `python -m relations.train` unchanged.
 set -euo pipefail

@@ -2,7 +2,7 @@
 # Train on a Cloud TPU VM pod: create it, copy this checkout, install, run on every worker, tear down.
 #
 #   launch/tpu_pod.sh --name NAME --zone ZONE --type v4-32 --bucket gs://BUCKET/PATH \
-#       --config configs/relation_tracker.py:paper [--version tpu-ubuntu2204-base] \
+#       --config configs/video_relations.py:paper [--version tpu-ubuntu2204-base] \
 #       [--keep] [-- --config.total_steps=100000 ...]
 #
 # The work directory is BUCKET/PATH/workdir and the TFDS data directory BUCKET/PATH/tensorflow_datasets

@@ -19,7 +19,7 @@ import traceback
 
 from relations import io_util
 
-TASKS = ("occlusion", "video_relations", "visual_commonsense")
+TASKS = ("occlusion", "video_relations", "commonsense")
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:
@@ -74,7 +74,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     print(f"=== {task}: synthetic data -> TFDS -> train tiny -> predict -> evaluate", flush=True)
     try:
-      module = importlib.import_module(f"relations.tasks.{task}")
+      module = importlib.import_module(f"relations.{task}.demo")
       metrics = module.run_demo(os.path.join(workdir, task))
       summary[task] = {**metrics, "wall_seconds": round(time.time() - t0, 1)}
     except Exception:  # pylint: disable=broad-except

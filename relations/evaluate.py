@@ -1,10 +1,11 @@
 """`python -m relations.evaluate <what> ...`: score existing predictions with the official metrics.
 
-  occlusion    B-/O-ODS/OIS/AP and AC; GT in the realoob layout or PIOD / BSDS-ownership .mat
-               (--gt-format; relations.evaluators.occlusion_cli)
-  depth        the RealOOB depth probes (relations.evaluators.depth_cli)
-  vidor        video relation detection mAP / R@K / P@K (relations.evaluators.vidor_cli); also VidVRD
-  commonsense  VisualCOMET BLEU / METEOR / CIDEr / Unique / Novel (relations.evaluators.commonsense_cli)
+  occlusion        B-/O-ODS/OIS/AP and AC; GT in the realoob layout or PIOD / BSDS-ownership .mat
+                   (--gt-format; relations.occlusion.metrics.cli)
+  depth            the RealOOB depth probes (relations.occlusion.metrics.depth_cli)
+  video_relations  video relation detection mAP / R@K / P@K on VidOR or VidVRD
+                   (relations.video_relations.metrics.cli; aliases: vidor, vidvrd)
+  commonsense      VisualCOMET BLEU / METEOR / CIDEr / Unique / Novel (relations.commonsense.metrics.cli)
 
 Run `python -m relations.evaluate <what> --help` for each one's arguments.
 """
@@ -13,11 +14,12 @@ import importlib
 import sys
 
 COMMANDS = {
-    "occlusion": "relations.evaluators.occlusion_cli",
-    "depth": "relations.evaluators.depth_cli",
-    "vidor": "relations.evaluators.vidor_cli",
-    "vidvrd": "relations.evaluators.vidor_cli",
-    "commonsense": "relations.evaluators.commonsense_cli",
+    "occlusion": "relations.occlusion.metrics.cli",
+    "depth": "relations.occlusion.metrics.depth_cli",
+    "video_relations": "relations.video_relations.metrics.cli",
+    "vidor": "relations.video_relations.metrics.cli",  # the verbs before the task was named
+    "vidvrd": "relations.video_relations.metrics.cli",
+    "commonsense": "relations.commonsense.metrics.cli",
 }
 
 

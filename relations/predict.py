@@ -21,7 +21,7 @@ def main(argv=None) -> int:
                               "Write predictions and metrics from a trained checkpoint.", extra)
   distributed.maybe_initialize(args.distributed)
   import jax  # pylint: disable=g-import-not-at-top
-  from relations.train import config_util, trainer  # pylint: disable=g-import-not-at-top
+  from relations.train import config_util, trainer# pylint: disable=g-import-not-at-top
   config = config_util.load_config(args.config, overrides)
   names = args.eval or list((config.get("evals") or {}).keys())
   unknown = [n for n in names if n not in (config.get("evals") or {})]

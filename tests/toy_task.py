@@ -10,7 +10,7 @@ import ml_collections
 import numpy as np
 import optax
 
-from relations.models import vit
+from relations.nn import vit
 
 NUM_CLASSES = 4
 

@@ -14,13 +14,15 @@ import argparse
 import importlib
 import sys
 
-DATASETS = ("occlusion_boundaries", "vidor", "vidvrd", "visualcomet")
+from relations.datasets import BUILDERS
+
+DATASETS = tuple(BUILDERS)
 
 
 def builder_class(name: str):
   if name not in DATASETS:
     raise ValueError(f"unknown dataset {name!r}; choose one of {DATASETS}")
-  module = importlib.import_module(f"relations.datasets.{name}.{name}_dataset_builder")
+  module = importlib.import_module(BUILDERS[name])
   return module.Builder
 
 

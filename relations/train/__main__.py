@@ -12,7 +12,7 @@ def main(argv=None) -> int:
   # Before any other JAX call: it fixes the backend and the set of global devices.
   distributed.maybe_initialize(args.distributed)
   from absl import logging  # pylint: disable=g-import-not-at-top
-  from relations.train import config_util, trainer  # pylint: disable=g-import-not-at-top
+  from relations.train import config_util, trainer# pylint: disable=g-import-not-at-top
   logging.set_verbosity(logging.INFO)
   config = config_util.load_config(args.config, overrides)
   result = trainer.train(config, args.workdir)

@@ -152,7 +152,7 @@ def load_config(spec: str, overrides: Sequence[str] = ()) -> ml_collections.Conf
   `field=value` overrides.
 
   Relative paths are tried from the working directory and then from the repository root, so
-  `configs/occlusion_vit.py:tiny` works from anywhere inside a checkout.
+  `configs/occlusion.py:tiny` works from anywhere inside a checkout.
   """
   path, _, arg = spec.partition(":")
   if not os.path.exists(path):

@@ -1,7 +1,7 @@
 """The one trainer: mesh -> data -> model -> shard -> step -> checkpoint -> evals -> loop.
 
 Every task goes through `train(config, workdir)`; the task is chosen by `config.task`, a module
-(`relations.tasks.<name>` or a dotted path) that provides the model, data source, preprocessing,
+(`relations.<name>.task` or a dotted path) that provides the model, data source, preprocessing,
 init and loss (see docs/CONTRACT.md). Evaluators are looked up by `config.evals.<name>.type`.
 
 State is a plain dict {"params", "opt", "step"}. Init is shape-first: `jax.eval_shape` gives the
@@ -36,9 +36,8 @@ from relations.train import sharding
 
 
 def import_by_name(kind: str, name: str):
-  """`relations.<kind>.<name>`, or `name` itself when it is a dotted module path."""
-  candidates = [name] if "." in name else []
-  candidates.append(f"relations.{kind}.{name}")
+  """`relations.<name>.<kind>` (a task package's module), or `name` itself when it is dotted."""
+  candidates = [name] if "." in name else [f"relations.{name}.{kind}"]
   errors = []
   for mod in candidates:
     try:
@@ -198,7 +197,7 @@ def _maybe_load_pretrained(task, config, state, state_sh):
 def build_evaluators(model, config, workdir):
   evals = {}
   for name, cfg in (config.get("evals") or {}).items():
-    module = import_by_name("evaluators", cfg.type)
+    module = import_by_name("evaluator", cfg.type)
     evals[name] = module.Evaluator(model=model, config=config, eval_config=cfg,
                                    workdir=os.path.join(workdir, "eval", name))
   return evals
@@ -215,7 +214,7 @@ def setup(config, devices=None):
   state_sh, batch_sh, repl.
   """
   mesh = sharding.make_mesh(config.mesh, devices)
-  task = import_by_name("tasks", config.task)
+  task = import_by_name("task", config.task)
   model = task.make_model(config)
   source = task.make_train_source(config)
   stream = input_pipeline.TrainStream(

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from relations.datasets import occlusion_boundaries
-from relations.datasets import occlusion_formats
-from relations.datasets.occlusion_boundaries import make_dummy_data
+from relations.occlusion.data import occlusion_boundaries
+from relations.occlusion.data import formats as occlusion_formats
+from relations.occlusion.data.occlusion_boundaries import make_dummy_data
 
 DUMMY = make_dummy_data.HERE
 

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from relations.models import occlusion_vit
+from relations.occlusion import model as occlusion_vit
 
 TINY_VIT = dict(width=16, depth=1, mlp_dim=32, num_heads=2, patch_size=8,
                 posemb_grid=(4, 4))

@@ -8,8 +8,8 @@ import os
 
 import numpy as np
 
-from relations.datasets import realoob_io
-from relations.datasets import synthetic_occlusion as so
+from relations.occlusion.data import realoob_io
+from relations.occlusion.data import synthetic as so
 
 
 def _square_scene(h=20, w=24, near=2.0, far=8.0):

@@ -11,15 +11,15 @@ import ml_collections
 import numpy as np
 import pytest
 
-from relations.datasets import realoob_io
-from relations.datasets.occlusion_boundaries import make_dummy_data
-from relations.evaluators import occlusion_predict
-from relations.tasks import occlusion
+from relations.occlusion.data import realoob_io
+from relations.occlusion.data.occlusion_boundaries import make_dummy_data
+from relations.occlusion import evaluator as occlusion_predict
+from relations.occlusion import task as occlusion
 from relations.train import config_util
 
 
 def _config(tmp_path, *overrides):
-  return config_util.load_config("configs/occlusion_vit.py:tiny", [
+  return config_util.load_config("configs/occlusion.py:tiny", [
       f"data.data_dir={tmp_path / 'tfds'}",
       f"data.manual_dir={make_dummy_data.HERE}",
       "input.crop_size=(32, 32)", "input.batch_size=8",
@@ -82,7 +82,7 @@ def test_preprocess_and_loss_on_builder_examples(tmp_path):
 
 @pytest.mark.slow
 def test_trainer_two_steps_writes_and_scores_predictions(tmp_path):
-  from relations.train import trainer  # pylint: disable=g-import-not-at-top
+  from relations.train import trainer# pylint: disable=g-import-not-at-top
   config = _config(tmp_path, "total_steps=2", "checkpoint_every=2",
                    "log_every=1", "evals.test.max_images=2")
   result = trainer.train(config, str(tmp_path / "work"))

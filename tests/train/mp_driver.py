@@ -11,7 +11,7 @@ import jax  # pylint: disable=g-import-not-at-top
 from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
 import numpy as np  # pylint: disable=g-import-not-at-top
 
-from relations.train import config_util, trainer  # pylint: disable=g-import-not-at-top
+from relations.train import config_util, trainer# pylint: disable=g-import-not-at-top
 
 
 def main(workdir, total_steps, out, *overrides):

@@ -59,18 +59,18 @@ def _assert_mesh_invariant(config, tmp_path):
 
 
 def test_occlusion_tiny(tmp_path):
-  from relations.datasets.occlusion_boundaries import make_dummy_data  # pylint: disable=g-import-not-at-top
-  config = config_util.load_config("configs/occlusion_vit.py:tiny", [
+  from relations.occlusion.data.occlusion_boundaries import make_dummy_data# pylint: disable=g-import-not-at-top
+  config = config_util.load_config("configs/occlusion.py:tiny", [
       f"data.data_dir={tmp_path / 'tfds'}",
       f"data.manual_dir={make_dummy_data.HERE}", "input.crop_size=(32, 32)"])
   _assert_mesh_invariant(config, tmp_path)
 
 
-def test_relation_tracker_tiny(tmp_path):
-  from relations.datasets import synthetic_vidor  # pylint: disable=g-import-not-at-top
+def test_video_relations_tiny(tmp_path):
+  from relations.video_relations.data import synthetic as synthetic_vidor# pylint: disable=g-import-not-at-top
   raw = str(tmp_path / "raw")
   synthetic_vidor.generate(raw, 4, 1, seed=5, min_frames=40, max_frames=48)
-  config = config_util.load_config("configs/relation_tracker.py:tiny", [
+  config = config_util.load_config("configs/video_relations.py:tiny", [
       f"data.data_dir={tmp_path / 'tfds'}", f"data.manual_dir={raw}",
       # A smaller graph than `tiny` compiles faster; same code paths.
       "model.vit.depth=1", "model.det_layers=1", "input.image_size=(48, 64)",
@@ -78,13 +78,13 @@ def test_relation_tracker_tiny(tmp_path):
   _assert_mesh_invariant(config, tmp_path)
 
 
-def test_visual_commonsense_tiny(tmp_path):
-  from relations.datasets import synthetic_commonsense  # pylint: disable=g-import-not-at-top
-  from relations.tasks import visual_commonsense  # pylint: disable=g-import-not-at-top
+def test_commonsense_tiny(tmp_path):
+  from relations.commonsense.data import synthetic as synthetic_commonsense# pylint: disable=g-import-not-at-top
+  from relations.commonsense import demo# pylint: disable=g-import-not-at-top
   root = str(tmp_path)
   synthetic_commonsense.generate(os.path.join(root, "data"), seed=1,
                                  train_images=6, val_images=2, test_images=2,
                                  verbose=False)
-  config = visual_commonsense.demo_config(root)
+  config = demo.demo_config(root)
   _assert_mesh_invariant(config, tmp_path)
 

@@ -1,0 +1,145 @@
+# Copyright 2025 The relations Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""VisualCOMET generator (GPT-2 + visual slots) and the paper's Table 2 rows.
+
+Run (paper scale; the official release unpacked under $VC, GPT-2 small's
+`model.safetensors` + `config.json` + tokenizer files under $GPT2):
+  python -m relations.train --config configs/commonsense.py:small \
+      --config.data.manual_dir=$VC --config.data.tokenizer_dir=$GPT2 \
+      --config.model.init_from=$GPT2/model.safetensors --workdir /tmp/vc_small
+  python -m relations.predict --config configs/commonsense.py:small \
+      --config.data.manual_dir=$VC --workdir /tmp/vc_small --eval val
+  python -m relations.evaluate commonsense --annotations $VC/val_annots.json \
+      --generations /tmp/vc_small/eval/val/step_<N>/val_sample_1_num_5_top_k_0_top_p_0.9.json \
+      --train-annotations $VC/train_annots.json
+Tiny (synthetic demo): `relations.commonsense.task.run_demo(workdir)`.
+
+Arg keys (`configs/commonsense.py:variant=small,inputs=image_event_place,pg=true`):
+  variant     tiny | small (GPT-2 124M) | medium | large; the first bare
+              word also sets it (`:small`).
+  inputs      Table 2 modality: place | event | event_place | image |
+              image_place | image_event | image_event_place (default).
+  pg          person grounding (`<|detN|>` added to the person slots).
+  ep          EP loss (also predict the event and place spans).
+  text_given  False = evaluate without event/place text (the paper's
+              "no text given" rows; training still sees the text).
+  visual      features (released 2048-d, default) | vit (shared ViT +
+              RoI-Align over its patch grid).
+  faithful    official attention (no mask over padding) instead of ours.
+
+`get_hyper()` lists the Table 2 rows as arg strings.
+"""
+
+import ml_collections
+
+from relations.train import config_util
+
+INPUTS = ("place", "event", "event_place", "image", "image_place",
+          "image_event", "image_event_place")
+
+# The rows of the paper's Table 2 (modality, PG, EP loss, text given at test).
+TABLE2 = (
+    "inputs=place,pg=false",
+    "inputs=event,pg=false",
+    "inputs=event_place,pg=false",
+    "inputs=image_place,pg=false",
+    "inputs=image_event,pg=false",
+    "inputs=image_event_place,pg=false",
+    "inputs=image_event_place,pg=true",
+    "inputs=image_event_place,pg=true,ep=true",
+    "inputs=image,pg=true",
+    "inputs=image_event_place,pg=true,text_given=false",
+    "inputs=image_event_place,pg=true,ep=true,text_given=false",
+)
+
+
+def get_hyper(variant="tiny"):
+  """Arg strings of the Table 2 ablation rows for `variant`."""
+  return [f"variant={variant},{row}" for row in TABLE2]
+
+
+def get_config(arg=None):
+  arg = config_util.parse_arg(arg, variant="small", inputs="image_event_place",
+                              pg=True, ep=False, text_given=True,
+                              visual="features", faithful=False)
+  if arg.inputs not in INPUTS:
+    raise ValueError(f"Config arg 'inputs': unknown {arg.inputs!r} "
+                     f"({', '.join(INPUTS)})")
+  if arg.visual not in ("features", "vit"):
+    raise ValueError(f"Config arg 'visual': unknown {arg.visual!r} "
+                     "(features, vit)")
+  tiny = arg.variant == "tiny"
+  c = ml_collections.ConfigDict()
+  c.task = "commonsense"
+  c.seed = 42
+  c.data = dict(
+      data_dir="/tmp/tfds_relations",   # TFDS data_dir
+      manual_dir="",                    # official release (records.py)
+      tokenizer_dir="",                 # vocab.json+merges.txt; "" = manual_dir/tokenizer
+      train_split="train",
+      image_size=224,                   # ViT input (visual=vit)
+  )
+  parts = arg.inputs.split("_")
+  c.inputs = dict(image="image" in parts, event="event" in parts,
+                  place="place" in parts)
+  # The official layout (spec §2.2).
+  c.layout = dict(num_max_boxes=15, max_event=39, max_place=22,
+                  max_inference=23, max_seq_len=128)
+  c.model = dict(
+      lm_variant="tiny" if tiny else arg.variant,
+      lm=dict(vocab_size=0, dropout=0.1),   # 0 = the tokenizer's size
+      visual=arg.visual,
+      vit=dict(variant="B/16", posemb_grid=(14, 14)),
+      roi_samples=4,
+      person_grounding=arg.pg,
+      subject_ids=True,
+      attention_mask=not arg.faithful,
+      visual_dropout=0.1,
+      slot_scale_init=1.0,               # official LayerNorm init
+      init_from="",                      # HF GPT-2 model.safetensors
+  )
+  c.loss = dict(mode="all" if arg.ep else "inference")
+  c.input = dict(batch_size=64, num_threads=4)
+  # Official: AdamW lr 5e-5, eps 1e-8, no weight decay, linear decay to 0,
+  # no warm-up, clip 1.0; 5 epochs at batch 64 (~80k steps).
+  c.total_steps = 80_000
+  c.optax = dict(name="adamw", weight_decay=0.0, clip_norm=1.0)
+  c.schedule = dict(lr=5e-5, warmup_steps=0, decay="linear")
+  c.mesh = [("data", -1), ("fsdp", 1)]
+  c.partition_rules = [(".*", "fsdp")]
+  c.checkpoint_every = 10_000
+  c.keep_checkpoints = 2
+  c.log_every = 100
+  c.evals = ml_collections.ConfigDict()
+  c.evals.val = dict(
+      type="commonsense", every_steps=0, split="val",
+      text_given=arg.text_given,
+      method="sample", num_samples=5, top_p=0.9, top_k=0, temperature=1.0,
+      max_new_tokens=20, batch_size=32,
+      length_penalty=1.0, early_stopping=False,  # method="beam" only (HF conventions)
+      max_records=0,                     # 0 = all (event, relation) pairs
+      meteor=True, meteor_workers=0,     # 0 = one METEOR process per core
+      acc50=True, acc50_seed=0, acc50_candidates="",  # "" = seeded, saved
+      acc50_batch_size=256,
+      acc50_max_queries=0,               # 0 = all; >0 = first N (quick)
+  )
+  if tiny:
+    c.data.data_dir = "/tmp/tfds_relations_tiny"
+    c.data.image_size = 64
+    c.layout = dict(num_max_boxes=8, max_event=10, max_place=7,
+                    max_inference=12, max_seq_len=40)
+    c.model.lm = dict(vocab_size=0, dropout=0.1, max_len=64)
+    # From scratch, token embeddings are N(0, 0.02): start slots at that
+    # scale so the <|detN|> grounding added to them is not drowned.
+    c.model.slot_scale_init = 0.02
+    c.model.vit = dict(width=64, depth=2, mlp_dim=128, num_heads=2,
+                       patch_size=8, posemb_grid=(8, 8))
+    c.input = dict(batch_size=32, num_threads=2)
+    c.total_steps = 300
+    c.optax = dict(name="adamw", weight_decay=0.0, clip_norm=1.0)
+    c.schedule = dict(lr=2e-3, warmup_steps=20, decay="linear")
+    c.checkpoint_every = 300
+    c.log_every = 50
+    c.evals.val.update(max_new_tokens=12, batch_size=64,
+                       acc50_batch_size=512)
+  return c

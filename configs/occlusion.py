@@ -1,0 +1,106 @@
+# Copyright 2025 The relations Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Oriented occlusion boundaries with a ViT dense head (RealOOB, PIOD, BSDS).
+
+Run (paper scale; RealOOB layout under $REALOOB, see the builder's
+MANUAL_DOWNLOAD_INSTRUCTIONS):
+  python -m relations.train --config configs/occlusion.py:B/16 \
+      --config.data.manual_dir=$REALOOB --workdir /tmp/occ_b16
+  python -m relations.predict --config configs/occlusion.py:B/16 \
+      --config.data.manual_dir=$REALOOB --workdir /tmp/occ_b16 --eval test
+Tiny (synthetic demo): `relations.occlusion.task.run_demo(workdir)`.
+
+Arg keys (`configs/occlusion.py:variant=B/16,loss=hed,hires=false`):
+  variant       tiny | any shared-ViT variant, e.g. B/16, S/16, Ti/16;
+  dataset       realoob | piod | bsds_ownership (builder config);
+  orient        orientation head on/off (ablation);
+  loss          attention (DOOBNet) | hed (class-balanced BCE);
+  orient_loss   cosine | smooth_l1 (on the wrapped angle error);
+  hires         high-resolution conv branch on/off (ablation);
+  patch         patch size override (0 = the variant's; ablation);
+  offline_16x   train on the 16x offline geometric augmentation.
+"""
+
+import ml_collections
+
+from relations.train import config_util
+
+
+def get_config(arg=None):
+  arg = config_util.parse_arg(arg, variant="B/16", dataset="realoob",
+                              orient=True, loss="attention",
+                              orient_loss="cosine", hires=True, patch=0,
+                              offline_16x=False, tiny=False)
+  tiny = arg.tiny or arg.variant == "tiny"
+  if arg.dataset not in ("realoob", "piod", "bsds_ownership"):
+    raise ValueError(f"Config arg 'dataset': unknown {arg.dataset!r} "
+                     "(realoob, piod, bsds_ownership)")
+  c = ml_collections.ConfigDict()
+  c.task = "occlusion"
+  c.seed = 0
+  c.data = dict(
+      data_dir="/tmp/tfds_relations",   # TFDS data_dir
+      manual_dir="",                    # dataset root (see builder docstring)
+      builder_config=arg.dataset,
+      train_split="train",
+      offline_16x=arg.offline_16x,
+  )
+  c.input = dict(
+      batch_size=8,                     # the paper's unified protocol
+      crop_size=(320, 320),
+      scale_range=(0.75, 1.25),
+      flips=True,
+      rotations=True,
+      photometric=1.0,
+      num_threads=8,
+  )
+  c.model = dict(
+      vit_variant=arg.variant,
+      vit=dict(posemb_grid=(20, 20)),
+      head_dim=256,
+      fuse_dim=64,
+      hires=arg.hires,
+      hires_channels=32,
+      orientation=arg.orient,
+  )
+  c.loss = dict(boundary=arg.loss, beta=4.0, gamma=0.5,
+                orientation=arg.orient_loss, w_orientation=1.0)
+  c.total_steps = 50_000                # the paper's unified protocol
+  c.mesh = [("data", -1), ("fsdp", 1)]
+  c.partition_rules = [(".*", "fsdp")]
+  c.optax = dict(name="adamw", weight_decay=0.05, clip_norm=1.0)
+  c.schedule = dict(lr=1e-4, warmup_steps=1_000, decay="cosine")
+  c.checkpoint_every = 2_000
+  c.keep_checkpoints = 2
+  c.log_every = 50
+  realoob = arg.dataset == "realoob"
+  c.evals = ml_collections.ConfigDict()
+  # RealOOB: 2-px border exclusion and validity-aware O-metrics; PIOD / BSDS:
+  # the doobscripts protocol as published (no border, `_poc`).
+  c.evals.test = dict(type="occlusion", every_steps=10_000,
+                      split="test", max_images=0, protocol="doob",
+                      valid_only=realoob, border=2 if realoob else 0,
+                      nthresh=99, num_workers=0)
+  c.demo = dict(num_train=0, num_test=0, num_hard_negatives=0, size=(64, 64))
+
+  if tiny:
+    c.data.data_dir = "/tmp/tfds_relations_tiny"
+    # 96 x 96 images: maxDist = 0.0075 * diagonal = 1.02 px, the smallest
+    # size at which the standard tolerance admits a 1-px offset.
+    c.input.update(batch_size=16, crop_size=(96, 96), scale_range=(1.0, 1.0),
+                   num_threads=2)
+    c.model.vit_variant = ""
+    c.model.vit = dict(width=64, depth=2, mlp_dim=128, num_heads=2,
+                       patch_size=8, posemb_grid=(12, 12))
+    c.model.update(head_dim=32, fuse_dim=16, hires_channels=8)
+    c.total_steps = 300
+    c.schedule = dict(lr=2e-3, warmup_steps=20, decay="cosine")
+    c.optax = dict(name="adamw", weight_decay=1e-4, clip_norm=1.0)
+    c.checkpoint_every = 300
+    c.log_every = 50
+    c.evals.test.update(every_steps=0, num_workers=2)
+    c.demo = dict(num_train=192, num_test=24, num_hard_negatives=16,
+                  size=(96, 96))
+  if arg.patch:
+    c.model.vit.patch_size = arg.patch
+  return c

@@ -1,0 +1,89 @@
+# Copyright 2025 The relations Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The official VisualCOMET generation JSON (spec §3), written atomically.
+
+One record per (event, relation), ordered by event_idx then intent, before,
+after (the generation expansion order):
+
+  {"img_fn", "movie", "metadata_fn", "split", "place", "event",
+   "inference_relation", "event_idx", "generations": [5 strings]}
+
+Generated ids become text with the official post-processing
+(`VisualCometTokenizer.decode_generation`: cut at `<|e_in|>`, structural
+tokens removed, `<|detN|>` mapped back to the event's person numbers).
+One deliberate addition: characters that the Stanford PTBTokenizer treats as
+line breaks (which a byte-level model can emit, e.g. U+000C) become spaces.
+The official scorer would otherwise split such a hypothesis into two lines
+and misalign every later one; our exact scorer rejects it instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Sequence
+
+from relations.commonsense.data.visualcomet import records as records_lib
+from relations.commonsense.metrics import ptb
+from relations.commonsense.text import tokenizer as tokenizer_lib
+
+FIELDS = ("img_fn", "movie", "metadata_fn", "split", "place", "event")
+
+
+def file_name(split: str, num_samples: int = 5, top_k: int = 0,
+              top_p: float = 0.9, do_sample: bool = True) -> str:
+  """Official name, e.g. `val_sample_1_num_5_top_k_0_top_p_0.9.json`.
+
+  Beam search (`do_sample=False`) gives `val_sample_0_num_5_...`: the official
+  script names the file by all its flags, used or not.
+  """
+  return (f"{split}_sample_{int(do_sample)}_num_{num_samples}_top_k_{top_k}"
+          f"_top_p_{top_p}.json")
+
+
+def clean_line_breaks(text: str) -> str:
+  """Replaces every PTB line-break character by a space."""
+  for ch in ptb.LINE_BREAKS:
+    text = text.replace(ch, " ")
+  return text
+
+
+def _s(x) -> str:
+  return x.decode("utf-8") if isinstance(x, bytes) else str(x)
+
+
+def record(example: dict, token_rows: Sequence[Sequence[int]],
+           tok: tokenizer_lib.VisualCometTokenizer) -> dict:
+  """One output record from a `generation` builder example and its samples.
+
+  Args:
+    example: the builder example (event fields, relation, person_keys).
+    token_rows: the sampled continuations (ids after the relation token;
+      each exactly `max_new_tokens` long, padded after `<|e_in|>`).
+    tok: the tokenizer.
+  """
+  name2person = records_lib.name2person_from_keys(
+      [_s(k) for k in example["person_keys"]])
+  out = {f: _s(example[f]) for f in FIELDS}
+  out["inference_relation"] = _s(example["relation"])
+  out["event_idx"] = int(example["event_idx"])
+  out["generations"] = [
+      clean_line_breaks(tok.decode_generation(list(r), name2person))
+      for r in token_rows]
+  return out
+
+
+def write(path: str, records: list[dict]) -> None:
+  """Writes the list to `path` via a temporary file and a rename."""
+  directory = os.path.dirname(os.path.abspath(path))
+  os.makedirs(directory, exist_ok=True)
+  fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".json", dir=directory)
+  try:
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+      json.dump(records, f)
+    os.replace(tmp, path)
+  except BaseException:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+    raise

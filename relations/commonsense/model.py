@@ -1,0 +1,284 @@
+# Copyright 2025 The relations Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""VisualCOMET generator: GPT-2 whose image positions hold visual slots.
+
+Usage:
+  model = vl_generator.Model(lm_variant="small", visual="features")
+  logits, out = model.apply({"params": p}, batch)        # [B, L, V]
+  loss, metrics = vl_generator.lm_loss(logits, batch["labels"])
+
+Batch (one example per row; shapes without the batch dim; K = num_slots):
+  input_ids        int32 [L]  the official fixed-width layout
+                              (`relations.commonsense.text.sequence`); visual slots sit
+                              at positions 1..K.
+  labels           int32 [L]  unshifted targets, -1 = ignored.
+  token_mask       bool  [L]  real tokens (False for eos padding and slots).
+  slot_mask        bool  [K]  slot k holds a box (slot 0 = whole image).
+  slot_person_ids  int32 [K]  PG token per slot (`<|det0|>` for the image,
+                              `<|det{i+1}|>` for person detection i, 0
+                              otherwise; `sequence.slot_person_ids`).
+  visual == "features":  visual_features float32 [K, F] (released 2048-d
+                              features, zero rows for empty slots).
+  visual == "vit":       image float32 [H, W, 3] in [-1, 1] and
+                              boxes float32 [K, 4] (x1, y1, x2, y2) as
+                              fractions of the image size.
+
+Visual slots (spec §2.3): a per-box feature (the released feature, or the
+shared ViT's patch grid RoI-Aligned to the box and averaged, the analogue of
+the official ROIAlign + res5 + spatial mean) goes through
+Dropout -> Dense(D) -> ReLU -> LayerNorm(eps 1e-12) (official
+`SimpleDetector`); person grounding adds `wte(slot_person_ids)`, and the
+official always-on subject embedding adds `subject_embed[0]`. The slot
+vectors replace the token embeddings at positions 1..K where `slot_mask` is
+set; empty slots keep `wte(<|endoftext|>)` (the official code zero-fills
+empty slots up to the batch's largest box count and keeps eos beyond it, a
+batch-dependent rule; ours is the same for every batch). Position embeddings
+are added afterwards, inside GPT-2.
+
+Attention: `attention_mask=True` (our default, an improvement) hides padding
+keys (`token_mask`, plus the filled slots); False is the official behaviour
+(causal mask only, padding attended).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from relations.commonsense import gpt2
+from relations.nn import vit as vit_lib
+
+IGNORE = -1
+
+
+def roi_align_mean(grid: jax.Array, boxes: jax.Array,
+                   samples: int = 4) -> jax.Array:
+  """Mean of bilinear samples of a feature grid inside each box.
+
+  RoI-Align with `aligned=True` coordinates (pixel centres at +0.5) and a
+  `samples` x `samples` grid of sampling points, followed by a spatial mean
+  (all bins are averaged, so only the sampling points matter). Bilinear
+  interpolation is separable, so the mean over points is an outer product of
+  per-axis hat-function weights: no gathers, one einsum.
+
+  Args:
+    grid: [B, H, W, C] features (e.g. ViT `patch_grid`).
+    boxes: [B, K, 4] (x1, y1, x2, y2) as fractions of the image in [0, 1].
+    samples: sampling points per axis.
+
+  Returns:
+    [B, K, C].
+  """
+  _, h, w, _ = grid.shape
+  t = (jnp.arange(samples, dtype=jnp.float32) + 0.5) / samples
+
+  def axis_weights(lo, hi, size):
+    # Sampling coordinates in cell units; cell i covers [i, i + 1).
+    pos = (lo[..., None] + t * (hi - lo)[..., None]) * size - 0.5  # [B,K,S]
+    pos = jnp.clip(pos, 0.0, size - 1.0)
+    cells = jnp.arange(size, dtype=jnp.float32)
+    hat = jnp.maximum(0.0, 1.0 - jnp.abs(pos[..., None] - cells))  # [B,K,S,N]
+    return hat.mean(axis=2)  # [B, K, N]
+
+  wx = axis_weights(boxes[..., 0], boxes[..., 2], w)
+  wy = axis_weights(boxes[..., 1], boxes[..., 3], h)
+  return jnp.einsum("bkh,bkw,bhwc->bkc", wy, wx, grid.astype(jnp.float32))
+
+
+class VisualProjection(nn.Module):
+  """Official `SimpleDetector`: LN(ReLU(Dense(Dropout(feature))))."""
+  width: int
+  dropout: float = 0.1
+  ln_scale_init: float = 1.0
+
+  @nn.compact
+  def __call__(self, feats, train: bool):
+    x = nn.Dropout(self.dropout)(feats, deterministic=not train)
+    x = nn.Dense(self.width, kernel_init=nn.with_logical_partitioning(
+        nn.initializers.normal(0.02), ("visual_in", "embed")),
+                 bias_init=nn.with_logical_partitioning(
+                     nn.initializers.zeros_init(), ("embed",)))(x)
+    x = jax.nn.relu(x)
+    return nn.LayerNorm(epsilon=1e-12, scale_init=nn.initializers.constant(
+        self.ln_scale_init))(x)
+
+
+class VLGenerator(nn.Module):
+  """See the module docstring.
+
+  Attributes:
+    lm: keyword arguments of `gpt2.GPT2` (sizes, vocab_size, dropout, ...).
+    visual: "features" (released 2048-d), "vit" (shared ViT + RoI-Align) or
+      "none" (text-only model; no visual parameters).
+    vit: keyword arguments of `vit.Model` for visual == "vit".
+    roi_samples: RoI-Align sampling points per axis.
+    num_slots: K, visual slots after `<|b_img|>`.
+    person_grounding: add `wte(slot_person_ids)` to the slots (PG).
+    subject_ids: add the learned `subject_embed[0]` (official default on).
+    attention_mask: hide padding keys (False = official, causal only).
+    visual_dropout: dropout on the per-box feature before the projection.
+    slot_scale_init: initial LayerNorm scale of the projection (official 1.0;
+      a from-scratch LM has N(0, 0.02) token embeddings, and unit-variance
+      slots would drown the `<|detN|>` grounding signal added to them, so
+      small models start at 0.02).
+  """
+  lm: Any = None
+  visual: str = "features"
+  vit: Any = None
+  roi_samples: int = 4
+  num_slots: int = 15
+  person_grounding: bool = True
+  subject_ids: bool = True
+  attention_mask: bool = True
+  visual_dropout: float = 0.1
+  slot_scale_init: float = 1.0
+
+  def setup(self):
+    self.decoder = gpt2.GPT2(**dict(self.lm or {}), name="lm")
+    if self.visual not in ("features", "vit", "none"):
+      raise ValueError(f"visual must be 'features', 'vit' or 'none', got "
+                       f"{self.visual!r}")
+    if self.visual == "vit":
+      self.encoder = vit_lib.Model(**dict(self.vit or {}), name="vit")
+    if self.visual != "none":
+      self.project = VisualProjection(self.decoder.width, self.visual_dropout,
+                                      self.slot_scale_init, name="visual_proj")
+      if self.subject_ids:
+        self.subject_embed = self.param(
+            "subject_embed", nn.with_logical_partitioning(
+                nn.initializers.normal(0.02), (None, "embed")),
+            (2, self.decoder.width), jnp.float32)
+
+  # ------------------------------------------------------------ visual slots
+  def slot_embeddings(self, batch, train: bool = False) -> jax.Array:
+    """[B, K, D] slot vectors (meaningful where batch["slot_mask"])."""
+    if self.visual == "features":
+      feats = batch["visual_features"].astype(jnp.float32)
+    else:
+      _, out = self.encoder(batch["image"], train=train)
+      feats = roi_align_mean(out["patch_grid"], batch["boxes"],
+                             self.roi_samples)
+    x = self.project(feats, train)
+    if self.person_grounding:
+      x = x + self.decoder.embed(batch["slot_person_ids"]).astype(x.dtype)
+    if self.subject_ids:
+      x = x + self.subject_embed[0]
+    return x
+
+  def input_embeddings(self, batch, length: int | None = None,
+                       train: bool = False) -> tuple[jax.Array, jax.Array]:
+    """Token embeddings with slots written in, and the key mask.
+
+    Args:
+      batch: see the module docstring.
+      length: use only the first `length` positions (a generation prompt).
+      train: dropout on.
+
+    Returns:
+      (embeds [B, T, D], key_mask bool [B, T]); T = length or L.
+    """
+    ids = batch["input_ids"]
+    mask = batch["token_mask"].astype(bool)
+    if length is not None:
+      ids, mask = ids[:, :length], mask[:, :length]
+    emb = self.decoder.embed(ids)
+    if self.visual != "none":
+      k = self.num_slots
+      slot_mask = batch["slot_mask"].astype(bool)
+      slots = self.slot_embeddings(batch, train).astype(emb.dtype)
+      cur = emb[:, 1:1 + k]
+      emb = emb.at[:, 1:1 + k].set(
+          jnp.where(slot_mask[..., None], slots, cur))
+      mask = mask.at[:, 1:1 + k].set(mask[:, 1:1 + k] | slot_mask)
+    return emb, mask
+
+  def __call__(self, batch, train: bool = False, return_logits: bool = True):
+    """Teacher-forced forward pass: (logits [B, L, V], {"hidden": ...})."""
+    emb, mask = self.input_embeddings(batch, train=train)
+    logits, out = self.decoder(
+        embeds=emb, key_mask=mask if self.attention_mask else None,
+        train=train, return_logits=return_logits)
+    del out["kv_cache"]
+    out["key_mask"] = mask
+    return logits, out
+
+  # ------------------------------------------------------------ decoding
+  def prefill(self, batch, prompt_len: int, cache_len: int):
+    """Runs the prompts into a fresh cache; see `generation.decode`."""
+    emb, mask = self.input_embeddings(batch, length=prompt_len)
+    b = emb.shape[0]
+    cache = gpt2.init_cache(self.decoder, b, cache_len)
+    key_mask = None
+    if self.attention_mask:
+      key_mask = jnp.concatenate(
+          [mask, jnp.ones((b, cache_len - prompt_len), bool)], 1)
+    _, out = self.decoder(embeds=emb, key_mask=key_mask, kv_cache=cache,
+                          cache_index=0, return_logits=False)
+    logits = self.decoder.logits(out["hidden"][:, -1])
+    return logits, out["kv_cache"], key_mask
+
+  def step(self, tokens, cache, index, key_mask):
+    logits, out = self.decoder(tokens, key_mask=key_mask, kv_cache=cache,
+                               cache_index=index)
+    return logits[:, -1], out["kv_cache"]
+
+
+class VLDecoder:
+  """`generation.decode` adapter for a `VLGenerator` with fixed prompt length."""
+
+  def __init__(self, model: VLGenerator, prompt_len: int):
+    self.model = model
+    self.prompt_len = prompt_len
+
+  def prefill(self, params, inputs, cache_len):
+    return self.model.apply({"params": params}, inputs, self.prompt_len,
+                            cache_len, method=VLGenerator.prefill)
+
+  def step(self, params, tokens, cache, index, key_mask):
+    return self.model.apply({"params": params}, tokens, cache, index, key_mask,
+                            method=VLGenerator.step)
+
+
+def token_nll(logits: jax.Array, labels: jax.Array) -> tuple[jax.Array,
+                                                              jax.Array]:
+  """Shifted next-token NLL: position t predicts labels[t + 1].
+
+  Args:
+    logits: [B, L, V].
+    labels: int [B, L], IGNORE (-1) where not labelled.
+
+  Returns:
+    (nll [B, L-1] float32, zero where ignored; valid [B, L-1] bool).
+  """
+  tgt = labels[:, 1:]
+  valid = tgt != IGNORE
+  logp = jax.nn.log_softmax(logits[:, :-1].astype(jnp.float32), -1)
+  nll = -jnp.take_along_axis(logp, jnp.where(valid, tgt, 0)[..., None],
+                             -1)[..., 0]
+  return jnp.where(valid, nll, 0.0), valid
+
+
+def lm_loss(logits, labels) -> tuple[jax.Array, dict[str, jax.Array]]:
+  """Mean NLL over all labelled tokens of the batch (official averaging)."""
+  nll, valid = token_nll(logits, labels)
+  n = valid.sum()
+  loss = nll.sum() / jnp.maximum(n, 1)
+  pred = jnp.argmax(logits[:, :-1], -1)
+  acc = ((pred == labels[:, 1:]) & valid).sum() / jnp.maximum(n, 1)
+  return loss, {"token_accuracy": acc, "num_tokens": n.astype(jnp.float32)}
+
+
+def sequence_scores(logits, labels) -> tuple[jax.Array, jax.Array]:
+  """Per-row (summed NLL [B], labelled tokens [B]) for Acc@50 ranking."""
+  nll, valid = token_nll(logits, labels)
+  return nll.sum(-1), valid.sum(-1)
+
+
+def Model(*, lm_variant: str | None = None, lm: dict | None = None,  # pylint: disable=invalid-name
+          **kw) -> VLGenerator:
+  """VLGenerator with GPT-2 size `lm_variant` (tiny/small/medium/large)."""
+  return VLGenerator(lm={**gpt2.decode_variant(lm_variant), **(lm or {})},
+                     **kw)

@@ -1,0 +1,245 @@
+# Copyright 2025 The relations Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Input pipeline ops for oriented occlusion boundaries (numpy, per example).
+
+A *sample* is a dict of arrays for one image and one annotator:
+
+  image        float32 [H, W, 3] in [-1, 1]
+  boundary     float32 [H, W]  1 on OB pixels
+  orientation  float32 [H, W]  radians in (-pi, pi] (internal convention:
+                               left-hand rule, x right / y down)
+  valid        float32 [H, W]  1 where the orientation supervises
+  mask         float32 [H, W]  1 on real pixels, 0 on padding
+
+Geometric ops move the label pixels and transform the angle with them:
+a left-right flip maps theta -> -theta, an up-down flip theta -> pi - theta,
+`np.rot90(., k)` (counter-clockwise on screen) theta -> theta - k*pi/2 (as
+DOOBNet's augmentation), scaling keeps theta.  Every op is deterministic given
+its arguments / rng.
+"""
+
+import cv2
+import numpy as np
+
+from relations.occlusion.data import formats as occlusion_formats
+
+LABEL_KEYS = ("boundary", "orientation", "valid", "mask")
+
+
+wrap_angle = occlusion_formats.to_internal_angle
+
+
+def decode(example, annotator=0):
+  """Builder example (see occlusion_boundaries) -> sample.
+
+  Args:
+    example: dict with "image" uint8 [H, W, 3], "boundaries"/"valid" bool
+      [A, H, W], "orientation" float32 [A, H, W].
+    annotator: which of the A annotations to use.
+
+  Returns:
+    A sample dict (see module docstring).
+  """
+  img = np.asarray(example["image"])
+  if img.ndim != 3 or img.shape[2] != 3 or img.dtype != np.uint8:
+    raise ValueError(f"example {example.get('id')!r}: image must be uint8 "
+                     f"[H, W, 3], got {img.dtype} {img.shape}")
+  b = np.asarray(example["boundaries"])[annotator]
+  return {
+      "image": img.astype(np.float32) / 127.5 - 1.0,
+      "boundary": b.astype(np.float32),
+      "orientation": np.where(b, np.asarray(example["orientation"])[annotator],
+                              0).astype(np.float32),
+      "valid": np.asarray(example["valid"])[annotator].astype(np.float32),
+      "mask": np.ones(b.shape, np.float32),
+  }
+
+
+def _fix_orientation(s, fn):
+  out = dict(s)
+  out["orientation"] = np.where(s["boundary"] > 0,
+                                wrap_angle(fn(s["orientation"])),
+                                0).astype(np.float32)
+  return out
+
+
+def flip_lr(s):
+  """Left-right mirror; theta -> -theta."""
+  out = {k: np.ascontiguousarray(v[:, ::-1]) for k, v in s.items()}
+  return _fix_orientation(out, lambda t: -t)
+
+
+def flip_ud(s):
+  """Up-down mirror; theta -> pi - theta."""
+  out = {k: np.ascontiguousarray(v[::-1]) for k, v in s.items()}
+  return _fix_orientation(out, lambda t: np.pi - t)
+
+
+def rot90(s, k):
+  """`np.rot90(., k)` (counter-clockwise on screen); theta -> theta - k*pi/2."""
+  k = int(k) % 4
+  out = {key: np.ascontiguousarray(np.rot90(v, k)) for key, v in s.items()}
+  return _fix_orientation(out, lambda t: t - k * np.pi / 2)
+
+
+def crop(s, y0, x0, h, w):
+  """Crops [y0:y0+h, x0:x0+w]; pads with mask 0 where the crop leaves the
+  image (image 0, labels 0)."""
+  H, W = s["mask"].shape
+  out = {}
+  for k, v in s.items():
+    pad = np.zeros((h, w) + v.shape[2:], v.dtype)
+    ys, xs = max(y0, 0), max(x0, 0)
+    ye, xe = min(y0 + h, H), min(x0 + w, W)
+    if ye > ys and xe > xs:
+      pad[ys - y0:ye - y0, xs - x0:xe - x0] = v[ys:ye, xs:xe]
+    out[k] = pad
+  return out
+
+
+def random_crop(s, rng, h, w):
+  """Uniform random crop of size (h, w); pads (mask 0) if the image is
+  smaller."""
+  H, W = s["mask"].shape
+  y0 = int(rng.integers(0, H - h + 1)) if H >= h else 0
+  x0 = int(rng.integers(0, W - w + 1)) if W >= w else 0
+  return crop(s, y0, x0, h, w)
+
+
+def scale(s, factor):
+  """Isotropic rescale by `factor`; labels stay single-pixel and connected.
+
+  The image is resized with area (down) or bilinear (up) interpolation.  OB
+  pixels are forward-mapped (pixel centres) and every pair of 8-connected OB
+  pixels is joined by sampling the mapped segment, so upscaled boundaries have
+  no gaps; each new pixel takes the orientation / validity of its source.
+  """
+  H, W = s["mask"].shape
+  h, w = max(1, int(round(H * factor))), max(1, int(round(W * factor)))
+  if (h, w) == (H, W):
+    return dict(s)
+  fy, fx = h / H, w / W
+  interp = cv2.INTER_AREA if factor < 1 else cv2.INTER_LINEAR
+  out = {"image": cv2.resize(s["image"], (w, h), interpolation=interp)}
+  out["mask"] = (cv2.resize(s["mask"], (w, h), interpolation=cv2.INTER_NEAREST)
+                 > 0).astype(np.float32)
+  b = s["boundary"] > 0
+  ys, xs = np.nonzero(b)
+  src_y, src_x = [ys], [xs]
+  dst_y, dst_x = [(ys + 0.5) * fy - 0.5], [(xs + 0.5) * fx - 0.5]
+  n = int(np.ceil(max(fy, fx))) + 1
+  for dy, dx in ((0, 1), (1, 0), (1, 1), (1, -1)):
+    y2, x2 = ys + dy, xs + dx
+    ok = (y2 < H) & (x2 >= 0) & (x2 < W)
+    ok[ok] = b[y2[ok], x2[ok]]
+    for t in np.linspace(0, 1, n + 1)[1:-1]:
+      src_y.append(ys[ok])
+      src_x.append(xs[ok])
+      dst_y.append((ys[ok] + t * dy + 0.5) * fy - 0.5)
+      dst_x.append((xs[ok] + t * dx + 0.5) * fx - 0.5)
+  sy, sx = np.concatenate(src_y), np.concatenate(src_x)
+  ty = np.clip(np.rint(np.concatenate(dst_y)).astype(int), 0, h - 1)
+  tx = np.clip(np.rint(np.concatenate(dst_x)).astype(int), 0, w - 1)
+  for k in ("boundary", "orientation", "valid"):
+    a = np.zeros((h, w), np.float32)
+    a[ty, tx] = s[k][sy, sx]
+    out[k] = a
+  out["boundary"] = (out["boundary"] > 0).astype(np.float32)
+  return out
+
+
+def photometric(s, rng, strength=1.0):
+  """Brightness, contrast, per-channel gain, gamma and noise jitter."""
+  img = (s["image"] + 1.0) / 2.0
+  img = img * (1 + strength * rng.uniform(-0.1, 0.1, 3)).astype(np.float32)
+  mean = img.mean()
+  img = (img - mean) * (1 + strength * rng.uniform(-0.3, 0.3)) + mean
+  img = img + strength * rng.uniform(-0.1, 0.1)
+  img = np.clip(img, 0, 1) ** np.exp(strength * rng.uniform(-0.25, 0.25))
+  img = img + strength * 0.01 * rng.standard_normal(img.shape)
+  out = dict(s)
+  out["image"] = (np.clip(img, 0, 1) * 2 - 1).astype(np.float32)
+  return out
+
+
+def geometric_variant(s, index, scales=(1.0, 0.75)):
+  """The `index`-th (0..8*len(scales)-1) offline geometric augmentation.
+
+  16x = 4 rotations x 2 (no flip / left-right flip) x 2 scales.  RealOOB's
+  "16x offline geometric augmentation" is not specified further; this follows
+  DOOBNet's rotation x flip recipe and adds one down-scale (inferred).
+  """
+  rot, flip, sc = index % 4, (index // 4) % 2, index // 8
+  if sc >= len(scales):
+    raise ValueError(f"variant {index} out of range for {len(scales)} scales")
+  out = scale(s, scales[sc])
+  out = rot90(out, rot)
+  return flip_lr(out) if flip else out
+
+
+class ExpandedSource:
+  """Random-access source with the 16x geometric augmentation applied offline.
+
+  `src[i]` is variant `i % 16` of base example `i // 16`, decoded to a
+  sample (`decode`); deterministic, so it behaves as a materialised copy.
+  """
+
+  def __init__(self, base, num_variants=16):
+    self.base, self.num_variants = base, num_variants
+
+  def __len__(self):
+    return len(self.base) * self.num_variants
+
+  def __getitem__(self, i):
+    ex = self.base[i // self.num_variants]
+    return {"sample": geometric_variant(decode(ex), i % self.num_variants),
+            "id": ex["id"]}
+
+
+def train_sample(sample, rng, crop_size, scale_range=(1.0, 1.0),
+                 flips=True, rotations=True, photometric_strength=1.0):
+  """Online training augmentation of one sample to a fixed (crop_size) shape.
+
+  Args:
+    sample: a decoded sample.
+    rng: np.random.Generator.
+    crop_size: (h, w) of the output.
+    scale_range: uniform random scale range (1, 1 = no scaling).
+    flips: random left-right flip.
+    rotations: random 90-degree rotation (k in 0..3).
+    photometric_strength: 0 disables photometric jitter.
+
+  Returns:
+    A sample of spatial size crop_size.
+  """
+  s = sample
+  lo, hi = scale_range
+  if hi > lo or lo != 1.0:
+    s = scale(s, rng.uniform(lo, hi))
+  if rotations:
+    s = rot90(s, int(rng.integers(4)))
+  if flips and rng.uniform() < 0.5:
+    s = flip_lr(s)
+  s = random_crop(s, rng, *crop_size)
+  if photometric_strength > 0:
+    s = photometric(s, rng, photometric_strength)
+  return s
+
+
+def pad_to_multiple(image, multiple):
+  """Pads [H, W, C] at the bottom/right (edge replication) to multiples.
+
+  Returns:
+    (padded [H', W', C], (H, W)) where H', W' are multiples of `multiple`.
+    Replicated edges avoid a fake step that a zero pad would show the model.
+  """
+  h, w = image.shape[:2]
+  ph, pw = -h % multiple, -w % multiple
+  padded = np.pad(image, ((0, ph), (0, pw)) + ((0, 0),) * (image.ndim - 2),
+                  mode="edge")
+  return padded, (h, w)
+
+
+def crop_back(pred, hw):
+  """Inverse of `pad_to_multiple` for a prediction [H', W', ...]."""
+  return pred[:hw[0], :hw[1]]

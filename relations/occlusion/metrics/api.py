@@ -1,0 +1,220 @@
+# Copyright 2025 The relations Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Python API: score arrays or a prediction directory (B-, O- metrics, AC).
+
+Headline keys (fractions): B-ODS, B-OIS, B-AP (boundary curve on the full GT
+B), O-ODS, O-OIS, O-AP and AC.  The O-curve is doobscripts' `_poc` (recall =
+boundary recall; precision counts matched predictions with a correct angle)
+unless `valid_only`, in which case it is `valid_poc` (spec §4.5): matching
+is still done against the full B (localisation is judged on every OB pixel,
+as the paper's boundary metrics are), then recall = matched valid GT / valid
+GT, and precision = predictions matched to valid GT with a correct angle /
+(all predictions - those matched only to invalid GT).  This is the
+`_poc` rule restricted to pixels that are "valid-orientation and correctly
+localised", and a prediction whose only counterpart has no orientation
+evidence is neither rewarded nor penalised.  All candidate curves are also
+returned under "curves".
+"""
+
+import concurrent.futures
+import os
+
+import numpy as np
+
+from relations.occlusion.data import realoob_io
+from relations.occlusion.metrics import aggregate
+from relations.occlusion.metrics import image_eval
+from relations.occlusion.metrics import nms
+
+HEADLINE = ("B-ODS", "B-OIS", "B-AP", "O-ODS", "O-OIS", "O-AP", "AC")
+
+
+def _score_one(sample, protocol, nthresh, max_dist, border, with_ac):
+  if isinstance(sample, _LazyPair):
+    sample = sample._load()  # pylint: disable=protected-access
+  counts = image_eval.evaluate_image(
+      sample["prob"], sample["gts"], sample.get("theta_pred"),
+      sample.get("theta_gts"), sample.get("valids"), protocol=protocol,
+      nthresh=nthresh, max_dist=max_dist, border=border)
+  if with_ac:
+    counts["crispness"] = nms.crispness(sample["prob"])
+  return counts
+
+
+def summarize_counts(per_image, valid_only=False):
+  """Aggregates per-image counts (from `image_eval.evaluate_image`).
+
+  Args:
+    per_image: list of count dicts.
+    valid_only: use the `valid_poc` curve for the O-metrics.
+
+  Returns:
+    dict with the HEADLINE keys, "curves" (per curve name: ODS/OIS/AP and
+    the R/P/F lists), "thresholds" and "num_images".
+  """
+  if not per_image:
+    raise ValueError("no images to summarize")
+  thr = per_image[0]["thresholds"]
+  stack = {k: np.stack([c[k] for c in per_image]) for k in
+           image_eval.COUNT_KEYS}
+  curves = {}
+  for name, (a, b, c, d) in image_eval.CURVES.items():
+    curves[name] = aggregate.summarize(thr, stack[a], stack[b], stack[c],
+                                       stack[d])
+  o = curves["valid_poc" if valid_only else "poc"]
+  b = curves["boundary"]
+  out = {"B-ODS": b["ODS"], "B-OIS": b["OIS"], "B-AP": b["AP"],
+         "O-ODS": o["ODS"], "O-OIS": o["OIS"], "O-AP": o["AP"]}
+  cr = [c["crispness"] for c in per_image if "crispness" in c]
+  cr = [x for x in cr if np.isfinite(x)]
+  out["AC"] = float(np.mean(cr)) if cr else float("nan")
+  out["o_curve"] = "valid_poc" if valid_only else "poc"
+  out["curves"] = curves
+  out["thresholds"] = np.asarray(thr).tolist()
+  out["num_images"] = len(per_image)
+  return out
+
+
+def evaluate_arrays(samples, protocol="doob", valid_only=False, border=0,
+                    nthresh=99, max_dist=0.0075, with_ac=True,
+                    num_workers=None):
+  """Scores in-memory predictions.
+
+  Args:
+    samples: iterable of dicts with "prob" float [H, W] in [0, 1], "gts" list
+      of bool [H, W]; optional "theta_pred" float [H, W] (radians),
+      "theta_gts" list of float [H, W], "valids" list of bool [H, W].
+    protocol: "doob" (NMS once, default) or "seval" (thinning per threshold).
+    valid_only: O-metrics on valid-orientation GT pixels (`valid_poc`).
+    border: border exclusion in pixels (RealOOB: 2).
+    nthresh: number of thresholds.
+    max_dist: matching tolerance, fraction of the image diagonal.
+    with_ac: also compute the average crispness AC.
+    num_workers: threads (numba kernels release the GIL); default: CPUs.
+
+  Returns:
+    `summarize_counts` dict plus "per_image" counts.
+  """
+  samples = list(samples)
+  workers = num_workers or min(len(samples), os.cpu_count() or 1) or 1
+  args = (protocol, nthresh, max_dist, border, with_ac)
+  if workers <= 1:
+    per_image = [_score_one(s, *args) for s in samples]
+  else:
+    with concurrent.futures.ThreadPoolExecutor(workers) as ex:
+      per_image = list(ex.map(lambda s: _score_one(s, *args), samples))
+  out = summarize_counts(per_image, valid_only=valid_only)
+  out["per_image"] = per_image
+  return out
+
+
+def _png_shape(path):
+  """(H, W) from a PNG's IHDR chunk, without decoding; None if not a PNG."""
+  with open(path, "rb") as f:
+    head = f.read(24)
+  if len(head) < 24 or head[:8] != b"\x89PNG\r\n\x1a\n":
+    return None
+  return (int.from_bytes(head[20:24], "big"), int.from_bytes(head[16:20],
+                                                             "big"))
+
+
+def check_dir(gt_dir, pred_dir, ids, with_orientation=True):
+  """Reports every missing, non-PNG or size-mismatched file at once.
+
+  Raises:
+    realoob_io.RealOOBFormatError listing all problems by id.
+  """
+  problems = []
+  for i in ids:
+    need = [(gt_dir, realoob_io.BOUNDARIES), (gt_dir, realoob_io.ORIENTATION),
+            (gt_dir, realoob_io.VALID), (pred_dir, realoob_io.BOUNDARIES)]
+    if with_orientation:
+      need.append((pred_dir, realoob_io.ORIENTATION))
+    shapes = {}
+    for root, field in need:
+      p = realoob_io.field_path(root, field, i)
+      if not os.path.isfile(p):
+        problems.append(f"{i}: missing {p}")
+        continue
+      shape = _png_shape(p)
+      if shape is None:
+        problems.append(f"{i}: {p} is not a PNG file")
+      else:
+        shapes[p] = shape
+    if len(set(shapes.values())) > 1:
+      problems.append(f"{i}: sizes differ (predictions must be at the GT's "
+                      "native resolution): " + ", ".join(
+                          f"{p} {h}x{w}" for p, (h, w) in shapes.items()))
+  if problems:
+    raise realoob_io.RealOOBFormatError(
+        f"{len(problems)} problem(s) with the inputs:\n  " +
+        "\n  ".join(problems))
+
+
+def load_pair(gt_dir, pred_dir, image_id, with_orientation=True):
+  """Reads one GT/prediction pair of the RealOOB layout into a sample dict."""
+  gt = realoob_io.read_gt(gt_dir, image_id)
+  pr = realoob_io.read_prediction(pred_dir, image_id, with_orientation)
+  if pr["boundaries"].shape != gt["boundaries"].shape:
+    raise realoob_io.RealOOBFormatError(
+        f"{image_id}: prediction {realoob_io.field_path(pred_dir, 'boundaries', image_id)} "
+        f"has shape {pr['boundaries'].shape}, GT has "
+        f"{gt['boundaries'].shape} (predictions must be at native resolution)")
+  return {"id": image_id, "prob": pr["boundaries"],
+          "theta_pred": pr.get("orientation"), "gts": [gt["boundaries"]],
+          "theta_gts": [gt["orientation"]], "valids": [gt["valid"]]}
+
+
+class _LazyPair:
+  """A sample dict that reads its files on first access."""
+
+  def __init__(self, gt_dir, pred_dir, image_id, with_orientation):
+    self._args = (gt_dir, pred_dir, image_id, with_orientation)
+    self._data = None
+
+  def _load(self):
+    if self._data is None:
+      self._data = load_pair(*self._args)
+    return self._data
+
+  def __getitem__(self, key):
+    return self._load()[key]
+
+  def get(self, key, default=None):
+    return self._load().get(key, default)
+
+
+def evaluate_dir(gt_dir, pred_dir, protocol="doob", valid_only=True, border=2,
+                 split=None, ids=None, nthresh=99, max_dist=0.0075,
+                 with_orientation=True, num_workers=None):
+  """Scores a prediction directory against a RealOOB-layout GT directory.
+
+  Args:
+    gt_dir: dataset root (boundaries/, orientation/, valid/, splits/).
+    pred_dir: prediction root (boundaries/, orientation/).
+    protocol: "doob" or "seval".
+    valid_only: O-metrics on valid GT pixels (RealOOB default True).
+    border: border exclusion in pixels (RealOOB default 2).
+    split: read ids from `gt_dir/splits/<split>.txt`.
+    ids: explicit ids; default: all ids in `gt_dir/boundaries/`.
+    nthresh, max_dist: see `evaluate_arrays`.
+    with_orientation: predictions carry orientation maps.
+    num_workers: threads.
+
+  Returns:
+    `evaluate_arrays` dict plus "ids".
+  """
+  if ids is None:
+    ids = (realoob_io.read_split(gt_dir, split) if split else
+           realoob_io.list_ids(gt_dir))
+  ids = list(ids)
+  if not ids:
+    raise realoob_io.RealOOBFormatError(f"{gt_dir}: no images to evaluate")
+  check_dir(gt_dir, pred_dir, ids, with_orientation)
+  # Samples are decoded lazily inside the workers to bound memory.
+  samples = (_LazyPair(gt_dir, pred_dir, i, with_orientation) for i in ids)
+  out = evaluate_arrays(samples, protocol=protocol, valid_only=valid_only,
+                        border=border, nthresh=nthresh, max_dist=max_dist,
+                        num_workers=num_workers)
+  out["ids"] = ids
+  return out

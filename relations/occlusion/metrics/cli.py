@@ -1,0 +1,138 @@
+# Copyright 2025 The relations Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""`python -m relations.evaluate occlusion --gt DIR --pred DIR [...]`.
+
+Reads GT in the RealOOB layout (relations/occlusion/data/realoob_io.py), or the
+official PIOD (`bndinfo_pascal`) / BSDS-ownership (`gtStruct.gt_theta`)
+.mat files through the builder's readers (`--gt-format`, detected when
+unambiguous; relations/occlusion/metrics/gt_readers.py), prints the
+paper's Table 3 columns (B-ODS B-OIS B-AP AC O-ODS O-OIS O-AP), writes JSON
+with those keys (fractions) plus all curves, and draws the PR curves to PNG.
+Predictions use the project's prediction layout (boundaries/, orientation/).
+
+Per-format defaults: realoob excludes a 2-pixel border and scores the
+O-metrics on valid-orientation pixels (`valid_poc`); PIOD and BSDS
+ownership, like doobscripts, exclude no border and score doobscripts' `_poc`
+on every GT pixel.  `--border`, `--valid-only` / `--all-orientations`
+override either.
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+from relations.occlusion.data import formats as occlusion_formats
+from relations.occlusion.data import realoob_io
+from relations.occlusion.metrics import api
+from relations.occlusion.metrics import gt_readers
+from relations.occlusion.metrics import plots
+
+TABLE_COLUMNS = ("B-ODS", "B-OIS", "B-AP", "AC", "O-ODS", "O-OIS", "O-AP")
+
+
+def format_table(summary, name="prediction"):
+  """Table 3 layout: one header row, one row of 3-decimal fractions."""
+  head = f"{'method':<20}" + "".join(f"{c:>8}" for c in TABLE_COLUMNS)
+  row = f"{name[:20]:<20}" + "".join(f"{summary[c]:>8.3f}"
+                                     for c in TABLE_COLUMNS)
+  return head + "\n" + row
+
+
+def _write_json(path, obj):
+  directory = os.path.dirname(os.path.abspath(path))
+  os.makedirs(directory, exist_ok=True)
+  fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".json", dir=directory)
+  with os.fdopen(fd, "w") as f:
+    json.dump(obj, f, indent=1)
+  os.replace(tmp, path)
+
+
+def build_parser():
+  p = argparse.ArgumentParser(
+      prog="python -m relations.evaluate occlusion",
+      description="Oriented occlusion-boundary evaluation (B-/O- ODS, OIS, "
+      "AP and AC) without MATLAB.")
+  p.add_argument("--gt", required=True,
+                 help="GT root: RealOOB layout, PIOD root (Data/, "
+                 "val_doc_2010.txt), BSDS-ownership root (testfg/, "
+                 "trainfg/), or a folder of PIOD / BSDS-ownership .mat files")
+  p.add_argument("--gt-format", default="auto",
+                 choices=("auto",) + gt_readers.FORMATS,
+                 help="GT format (default: detected from --gt; an error "
+                 "when ambiguous)")
+  p.add_argument("--pred", required=True, help="prediction root")
+  p.add_argument("--protocol", default="doob", choices=("doob", "seval"),
+                 help="doob: edge_nms once (default); seval: thin per "
+                 "threshold, no NMS")
+  p.add_argument("--valid-only", dest="valid_only", action="store_true",
+                 default=None, help="O-metrics on valid-orientation GT "
+                 "(valid_poc; default for realoob)")
+  p.add_argument("--all-orientations", dest="valid_only",
+                 action="store_false", help="O-metrics by doobscripts _poc "
+                 "on every GT pixel (ignore valid/; default for piod and "
+                 "bsds_ownership)")
+  p.add_argument("--border", type=int, default=None,
+                 help="border exclusion in pixels (default: realoob 2, "
+                 "piod / bsds_ownership 0 as in doobscripts)")
+  p.add_argument("--split", default=None,
+                 help="realoob: ids from splits/X.txt (default: every id); "
+                 "piod / bsds_ownership roots: test (default: "
+                 "val_doc_2010.txt / testfg) or train")
+  p.add_argument("--nthresh", type=int, default=99)
+  p.add_argument("--max-dist", type=float, default=0.0075,
+                 help="tolerance, fraction of the image diagonal")
+  p.add_argument("--no-orientation", action="store_true",
+                 help="predictions have no orientation/ (B-metrics only)")
+  p.add_argument("--output", default=None, help="metrics JSON path")
+  p.add_argument("--plot", default=None,
+                 help="PR-curve PNG (default: next to --output)")
+  p.add_argument("--name", default=None, help="method name for the table")
+  p.add_argument("--workers", type=int, default=None)
+  return p
+
+
+def main(argv=None):
+  args = build_parser().parse_args(argv)
+  t0 = time.time()
+  try:
+    summary = gt_readers.evaluate_dir(
+        args.gt, args.pred,
+        gt_format=None if args.gt_format == "auto" else args.gt_format,
+        protocol=args.protocol, valid_only=args.valid_only,
+        border=args.border, split=args.split, nthresh=args.nthresh,
+        max_dist=args.max_dist, with_orientation=not args.no_orientation,
+        num_workers=args.workers)
+  except (realoob_io.RealOOBFormatError,
+          occlusion_formats.OcclusionFormatError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  name = args.name or os.path.basename(os.path.normpath(args.pred))
+  print(format_table(summary, name))
+  print(f"({summary['num_images']} images, gt={summary['gt_format']}, "
+        f"protocol={args.protocol}, O-curve={summary['o_curve']}, "
+        f"border={summary['border']}px, "
+        f"{time.time() - t0:.1f}s)")
+  result = {k: summary[k] for k in api.HEADLINE}
+  result.update(
+      gt_format=summary["gt_format"], protocol=args.protocol,
+      o_curve=summary["o_curve"], border=summary["border"],
+      max_dist=args.max_dist,
+      num_images=summary["num_images"], ids=summary["ids"],
+      thresholds=summary["thresholds"], curves=summary["curves"])
+  plot = args.plot
+  if args.output:
+    _write_json(args.output, result)
+    print(f"wrote {args.output}")
+    if plot is None:
+      plot = os.path.splitext(args.output)[0] + "_pr.png"
+  if plot:
+    plots.plot_pr_curves(summary, plot, title=name)
+    print(f"wrote {plot}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,116 @@
+# Copyright 2025 The relations Authors.
+# SPDX-License-Identifier: Apache-2.0
+"""`python -m relations.evaluate depth --gt DIR --depth DIR [...]`.
+
+Depth probes of RealOOB §4.3 (relations/occlusion/metrics/depth_probes.py
+documents every parameter).  GT: RealOOB layout (boundaries/, orientation/,
+valid/).  Predicted depth: `<DIR>/depth/<id>.png` (uint16 mm, 0 = missing,
+the layout's depth encoding) or `<DIR>/<id>.npy` (float [H, W], any positive
+scale).  `--inverse` marks disparity-like maps (larger = nearer).
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+from relations.occlusion.data import realoob_io
+from relations.occlusion.metrics import depth_probes
+
+TABLE4 = ("R", "F1", "dbe_acc", "dbe_com", "F1_w", "R_w", "B-ODS", "B-OIS",
+          "B-AP")
+TABLE5 = ("O-ODS", "O-OIS", "O-AP", "coverage", "d_ord_cond", "d_ord_joint")
+
+
+def _depth_path(root, image_id):
+  for p in (realoob_io.field_path(root, realoob_io.DEPTH, image_id),
+            os.path.join(root, f"{image_id}.npy")):
+    if os.path.isfile(p):
+      return p
+  return None
+
+
+def read_pred_depth(path, inverse=False):
+  """Reads a predicted depth map (PNG mm or .npy); returns float64 [H, W]."""
+  if path.endswith(".npy"):
+    d = np.load(path).astype(np.float64)
+    if d.ndim != 2:
+      raise realoob_io.RealOOBFormatError(
+          f"{path}: depth must be 2-D, got shape {d.shape}")
+  else:
+    d = realoob_io.read_depth(path).astype(np.float64)
+  if inverse:
+    d = np.where(d > 0, 1.0 / np.where(d > 0, d, 1.0), 0.0)
+  return d
+
+
+def format_tables(m):
+  lines = []
+  for name, cols in (("Table 4", TABLE4), ("Table 5", TABLE5)):
+    lines.append(f"{name}: " + "".join(f"{c:>12}" for c in cols))
+    lines.append(" " * 9 + "".join(
+        f"{m[c]:>12.3f}" if c in m else f"{'-':>12}" for c in cols))
+  return "\n".join(lines)
+
+
+def main(argv=None):
+  p = argparse.ArgumentParser(prog="python -m relations.evaluate depth")
+  p.add_argument("--gt", required=True)
+  p.add_argument("--depth", required=True)
+  p.add_argument("--split", default=None)
+  p.add_argument("--inverse", action="store_true")
+  p.add_argument("--protocols", default="i,ii,iii,iv,v")
+  p.add_argument("--output", default=None)
+  args = p.parse_args(argv)
+  try:
+    ids = (realoob_io.read_split(args.gt, args.split) if args.split else
+           realoob_io.list_ids(args.gt))
+    problems = []
+    paths = {}
+    for i in ids:
+      dp = _depth_path(args.depth, i)
+      if dp is None:
+        problems.append(f"{i}: missing {realoob_io.field_path(args.depth, 'depth', i)} "
+                        f"(or {os.path.join(args.depth, i + '.npy')})")
+      else:
+        paths[i] = dp
+      for f in (realoob_io.BOUNDARIES, realoob_io.ORIENTATION,
+                realoob_io.VALID):
+        fp = realoob_io.field_path(args.gt, f, i)
+        if not os.path.isfile(fp):
+          problems.append(f"{i}: missing {fp}")
+    if problems:
+      raise realoob_io.RealOOBFormatError(
+          f"{len(problems)} problem(s) with the inputs:\n  " +
+          "\n  ".join(problems))
+    samples = []
+    for i in ids:
+      g = realoob_io.read_gt(args.gt, i)
+      d = read_pred_depth(paths[i], args.inverse)
+      if d.shape != g["boundaries"].shape:
+        raise realoob_io.RealOOBFormatError(
+            f"{i}: {paths[i]} has shape {d.shape}, GT has "
+            f"{g['boundaries'].shape} (upsample predictions to input size)")
+      samples.append(dict(depth=d, **g))
+  except realoob_io.RealOOBFormatError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  m = depth_probes.evaluate_depth(samples, tuple(args.protocols.split(",")))
+  print(format_tables(m))
+  print(f"({len(samples)} images)")
+  if args.output:
+    d = os.path.dirname(os.path.abspath(args.output))
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".json", dir=d)
+    with os.fdopen(fd, "w") as f:
+      json.dump(dict(m, num_images=len(samples), ids=ids), f, indent=1)
+    os.replace(tmp, args.output)
+    print(f"wrote {args.output}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main(sys.argv[1:]))

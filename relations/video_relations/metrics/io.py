@@ -1,0 +1,107 @@
+"""Reading submissions / ground truth and writing metrics for the VRD CLI.
+
+Submission (spec 2.3): `{"version": "VERSION 1.0", "results": {video_id:
+[{triplet, score, duration, sub_traj, obj_traj}]}, "external_data": ...}` as
+`.json` or XZ-compressed `.json.xz` (the VRU'20 server's upload format).
+Ground truth: an official annotation folder / file or one consolidated GT JSON
+(`relations.video_relations.data.annotations.load_groundtruth`); a folder is read in the
+order the official dataset classes read it (`official_annotation_files`).
+"""
+
+import glob
+import json
+import lzma
+import os
+from typing import Any
+
+from relations.video_relations.data import annotations as vrd_json
+from relations.io_util import write_json_atomic# pylint: disable=unused-import  (re-exported)
+
+
+class SubmissionError(ValueError):
+  """A submission file that cannot be read as JSON."""
+
+
+def load_submission(path: str) -> Any:
+  """Parses a submission `.json` or `.json.xz` (detected by content).
+
+  Raises:
+    FileNotFoundError: no such file.
+    SubmissionError: unreadable / not JSON, naming the file.
+  """
+  with open(path, "rb") as f:
+    head = f.read(6)
+  try:
+    if head.startswith(b"\xfd7zXZ\x00"):
+      with lzma.open(path, "rt", encoding="utf-8") as f:
+        return json.load(f)
+    with open(path, "r", encoding="utf-8") as f:
+      return json.load(f)
+  except (lzma.LZMAError, EOFError, UnicodeDecodeError) as e:
+    raise SubmissionError(f"{path}: cannot decompress / decode: {e}") from e
+  except json.JSONDecodeError as e:
+    raise SubmissionError(f"{path}: malformed JSON: {e}") from e
+
+
+# The official loaders' patterns (xdshang/VidVRD-helper and NExTplusplus
+# `dataset/vidor.py`, `dataset/vidvrd.py` / `imagenet_vidvrd.py`), relative
+# to a split folder such as `annotation/validation` or `test`.
+_PATTERNS = {"vidor": os.path.join("*", "*.json"), "vidvrd": "*.json"}
+
+
+def official_annotation_files(folder: str,
+                              dataset: str | None = None) -> list[str]:
+  """Annotation files of a split folder in the official reading order.
+
+  The official dataset classes list a split with `glob.glob` (VidOR
+  `<split>/*/*.json`, VidVRD `<split>/*.json`), i.e. in directory order, not
+  sorted, and their ground-truth dict keeps that order. The order matters:
+  the mAP is `np.mean` over the per-video APs in dict order (pairwise
+  summation), so another order can change its last bit. The same `glob`
+  call is made here.
+
+  Args:
+    folder: the split folder.
+    dataset: "vidor" or "vidvrd"; None: the layout that has files (a folder
+      with both needs `dataset`).
+
+  Returns:
+    Paths in official order.
+
+  Raises:
+    FileNotFoundError: no annotation file where the official code looks.
+    vrd_json.AnnotationError: both layouts present and no `dataset`.
+  """
+  found = {d: glob.glob(os.path.join(folder, pattern))
+           for d, pattern in _PATTERNS.items()}
+  if dataset is None:
+    present = [d for d, files in found.items() if files]
+    if len(present) > 1:
+      raise vrd_json.AnnotationError(f"{folder}: holds both <group>/*.json (VidOR) and "
+                       "*.json (VidVRD) annotation files; pass the dataset")
+    dataset = present[0] if present else "vidor"
+  if not found[dataset]:
+    raise FileNotFoundError(
+        f"{folder}: no annotation files at "
+        f"{os.path.join(folder, _PATTERNS[dataset])} (official {dataset} "
+        "layout)")
+  return found[dataset]
+
+
+def load_groundtruth(path: str, dataset: str | None = None) -> dict:
+  """Official GT `{video_id: [instances]}` from a folder, file or GT JSON.
+
+  A folder is read file by file in `official_annotation_files` order, so
+  the videos (and the mAP's summation order) are the official ones.
+  """
+  if not os.path.isdir(path):
+    return vrd_json.load_groundtruth(path, dataset=dataset)
+  out, source = {}, {}
+  for f in official_annotation_files(path, dataset):
+    for vid, rels in vrd_json.load_groundtruth(f, dataset=dataset).items():
+      if vid in out:
+        raise vrd_json.AnnotationError(
+            f"{f}: video_id {vid} also in {source[vid]}")
+      source[vid] = f
+      out[vid] = rels
+  return out

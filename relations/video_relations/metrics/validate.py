@@ -1,0 +1,248 @@
+"""Submission validator for video relation detection (spec 2.3, 1.8).
+
+Reports every problem at once, each with video id, prediction index and
+field. Two levels:
+
+  error    the record breaks the format so that the official scorer fails
+           on it whenever it touches it (missing fields, wrong types, boxes
+           that are not 4 numbers, a `results` that is not an object). The CLI
+           refuses a submission with errors.
+  warning  the official scorer still scores it, with its quirks, and so do
+           we: `version` missing or not "VERSION 1.0" (the scorer reads only
+           `results`), unknown categories / predicates (never match), a box
+           count that differs from the duration (volumes use the list
+           length; a box needed by the shared window that is missing makes
+           the scorer raise, which scoring reports exactly), inverted boxes
+           (not clipped, "+1" areas), non-finite scores or coordinates,
+           empty durations, per-video counts over the protocol limit (VRU'19
+           rules: at most 2000; VRU'20 scorer: keeps the top 200 - the
+           official cut is applied, never a refusal), predictions for videos
+           without ground truth (ignored by the scorer; their errors are
+           reported as warnings for that reason).
+
+  python -m relations.video_relations.metrics.validate PRED [--groundtruth GT]
+      [--protocol helper|vru20] [--dataset vidor|vidvrd]
+"""
+
+import argparse
+import collections
+import dataclasses
+import itertools
+import math
+import sys
+from typing import Any, Mapping
+
+from relations.video_relations.data import categories as vrd_categories
+
+VERSION = "VERSION 1.0"
+LIMITS = {"helper": 2000, "vru20": 200}
+_chain = itertools.chain.from_iterable
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+  level: str          # "error" or "warning"
+  video: str | None
+  index: int | None
+  field: str | None
+  message: str
+
+  def __str__(self):
+    where = []
+    if self.video is not None:
+      where.append(f"video {self.video!r}")
+    if self.index is not None:
+      where.append(f"prediction {self.index}")
+    if self.field is not None:
+      where.append(f"field {self.field!r}")
+    return f"{self.level}: {', '.join(where) or 'submission'}: {self.message}"
+
+
+@dataclasses.dataclass
+class Report:
+  problems: list
+
+  @property
+  def errors(self):
+    return [p for p in self.problems if p.level == "error"]
+
+  @property
+  def warnings(self):
+    return [p for p in self.problems if p.level == "warning"]
+
+  @property
+  def ok(self) -> bool:
+    return not self.errors
+
+  def summary(self, limit: int = 30) -> str:
+    """First `limit` problems plus counts per level and field."""
+    lines = [str(p) for p in self.problems[:limit]]
+    if len(self.problems) > limit:
+      lines.append(f"... and {len(self.problems) - limit} more")
+    kinds = collections.Counter((p.level, p.field) for p in self.problems)
+    lines.append(f"{len(self.errors)} errors, {len(self.warnings)} warnings" +
+                 ("" if not kinds else " (" + ", ".join(
+                     f"{lvl} {fld}: {n}" for (lvl, fld), n in
+                     sorted(kinds.items(), key=str)) + ")"))
+    return "\n".join(lines)
+
+
+def _is_number(x):
+  return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _check_traj(traj, key, duration_len, add):
+  if not isinstance(traj, list):
+    add("error", key, f"expected a list of boxes, got {type(traj).__name__}")
+    return
+  bad = [j for j, b in enumerate(traj)
+         if not isinstance(b, (list, tuple)) or len(b) != 4
+         or not all(map(_is_number, b))]
+  if bad:
+    add("error", key, f"{len(bad)} boxes are not 4 numbers (first: box "
+        f"{bad[0]}: {traj[bad[0]]!r})")
+    return
+  if duration_len is not None and len(traj) != duration_len:
+    add("warning", key, f"{len(traj)} boxes for a duration of "
+        f"{duration_len} frames (one box per frame expected)")
+  flat = list(_chain(traj))
+  if not all(map(math.isfinite, flat)):
+    add("warning", key, "non-finite coordinates")
+    return
+  inverted = [j for j, b in enumerate(traj) if b[0] > b[2] or b[1] > b[3]]
+  if inverted:
+    add("warning", key, f"{len(inverted)} inverted boxes (x1 > x2 or y1 > y2;"
+        f" first: box {inverted[0]}: {list(traj[inverted[0]])}), scored "
+        "unclipped as the official code does")
+
+
+def _check_prediction(p, known, add):
+  if not isinstance(p, Mapping):
+    add("error", None, f"expected an object, got {type(p).__name__}")
+    return
+  for key in ("triplet", "score", "duration", "sub_traj", "obj_traj"):
+    if key not in p:
+      add("error", key, "missing")
+  t = p.get("triplet")
+  if "triplet" in p:
+    if not isinstance(t, list) or not all(isinstance(x, str) for x in t):
+      add("error", "triplet", f"expected [subject, predicate, object] "
+          f"strings, got {t!r}")
+    elif len(t) != 3:
+      add("warning", "triplet", f"{len(t)} names instead of 3: {t!r}")
+    elif known is not None:
+      objects, predicates = known
+      for name, pool, what in ((t[0], objects, "subject category"),
+                               (t[1], predicates, "predicate"),
+                               (t[2], objects, "object category")):
+        if name not in pool:
+          add("warning", "triplet", f"unknown {what} {name!r}")
+  s = p.get("score")
+  if "score" in p:
+    if not _is_number(s):
+      add("error", "score", f"not a number: {s!r}")
+    elif not math.isfinite(s):
+      add("warning", "score", f"non-finite score {s!r} (the official scorer "
+          "counts such a prediction as a false positive)")
+  d = p.get("duration")
+  dlen = None
+  if "duration" in p:
+    if (not isinstance(d, list) or len(d) != 2
+        or not all(isinstance(x, int) and not isinstance(x, bool)
+                   for x in d)):
+      add("error", "duration", f"expected [start, end) integer frames, got "
+          f"{d!r}")
+    else:
+      dlen = d[1] - d[0]
+      if dlen <= 0:
+        add("warning", "duration", f"empty duration {d!r}")
+      if d[0] < 0:
+        add("warning", "duration", f"negative start frame {d!r}")
+  for key in ("sub_traj", "obj_traj"):
+    if key in p:
+      _check_traj(p[key], key, dlen, add)
+
+
+def validate_submission(submission: Any, groundtruth: Mapping | None = None,
+                        protocol: str = "helper",
+                        dataset: str | None = None) -> Report:
+  """Checks a parsed submission; see the module docstring for the rules.
+
+  Args:
+    submission: the parsed JSON object.
+    groundtruth: optional {video_id: [...]}: predictions of videos not in it
+      are ignored by the scorer, so their problems become warnings.
+    protocol: "helper" (limit 2000 per video) or "vru20" (top 200 kept).
+    dataset: "vidor" / "vidvrd" to check names against the category lists;
+      None infers it from the first video id, "" skips the name check.
+
+  Returns:
+    `Report` with all problems.
+  """
+  problems = []
+  if not isinstance(submission, Mapping):
+    problems.append(Problem("error", None, None, None,
+                            "expected a JSON object with 'results'"))
+    return Report(problems)
+  version = submission.get("version")
+  if version != VERSION:
+    problems.append(Problem(
+        "warning", None, None, "version",
+        f"expected {VERSION!r}, got {version!r} (not read by the scorer)"))
+  results = submission.get("results")
+  if not isinstance(results, Mapping):
+    problems.append(Problem("error", None, None, "results",
+                            "missing or not an object {video_id: [...]}"))
+    return Report(problems)
+  if dataset is None and results:
+    dataset = vrd_categories.dataset_of_video_id(str(next(iter(results))))
+  known = None
+  if dataset:
+    known = (set(vrd_categories.object_categories(dataset)),
+             set(vrd_categories.predicates(dataset)))
+  limit = LIMITS[protocol]
+  for vid, preds in results.items():
+    ignored = groundtruth is not None and not groundtruth.get(vid)
+    if not isinstance(preds, list):
+      problems.append(Problem("warning" if ignored else "error", vid, None,
+                              None, "predictions must be a list"))
+      continue
+    if ignored:
+      problems.append(Problem(
+          "warning", vid, None, None,
+          f"{len(preds)} predictions for a video without ground truth "
+          "(ignored by the scorer)"))
+    if len(preds) > limit:
+      problems.append(Problem(
+          "warning", vid, None, None,
+          f"{len(preds)} predictions > {limit} " +
+          ("(VRU'19 rules accepted at most 2000 per video)"
+           if protocol == "helper" else
+           "(the VRU'20 scorer keeps the top 200 by score)")))
+    for i, p in enumerate(preds):
+      def add(level, field, message, vid=vid, i=i):
+        if ignored and level == "error":
+          level = "warning"
+        problems.append(Problem(level, vid, i, field, message))
+      _check_prediction(p, known, add)
+  return Report(problems)
+
+
+def main(argv=None) -> int:
+  from relations.video_relations.metrics import io# pylint: disable=g-import-not-at-top
+  ap = argparse.ArgumentParser(description="Validate a VidOR / VidVRD "
+                               "relation detection submission.")
+  ap.add_argument("prediction")
+  ap.add_argument("--groundtruth")
+  ap.add_argument("--protocol", choices=sorted(LIMITS), default="helper")
+  ap.add_argument("--dataset", choices=["vidor", "vidvrd"])
+  args = ap.parse_args(argv)
+  sub = io.load_submission(args.prediction)
+  gt = io.load_groundtruth(args.groundtruth) if args.groundtruth else None
+  rep = validate_submission(sub, gt, args.protocol, args.dataset)
+  print(rep.summary(limit=10 ** 9))
+  return 0 if rep.ok else 1
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,159 @@
+"""`python -m relations.evaluate vidor ...` end to end on files."""
+
+import glob
+import json
+import lzma
+
+import pytest
+
+from relations.video_relations.data import annotations as vrd_json
+from relations.video_relations.metrics import cli as vidor_cli
+from relations.video_relations.metrics import io as vrd_io
+from tests.video_relations.metrics.helpers import gt, pred
+
+NEXT = ("adult", "next_to", "dog")
+BEHIND = ("adult", "behind", "dog")
+SQ, FAR = [0, 0, 9, 9], [20, 0, 29, 9]
+
+
+def _gt_json(d):
+  return {v: [dict(r, triplet=list(r["triplet"]),
+                   duration=list(r["duration"])) for r in rels]
+          for v, rels in d.items()}
+
+
+@pytest.fixture
+def files(tmp_path):
+  g = {"1": [gt(NEXT, (0, 2), SQ, FAR), gt(BEHIND, (0, 2), SQ, FAR)],
+       "2": [gt(NEXT, (0, 2), SQ, FAR)]}
+  train = {"9": [gt(NEXT, (0, 2), SQ, FAR)]}
+  sub = {"version": "VERSION 1.0", "results": {
+      "1": [pred(NEXT, 0.9, (0, 2), SQ, FAR),
+            pred(BEHIND, 0.8, (0, 2), SQ, FAR)],
+      "2": [pred(BEHIND, 0.9, (0, 2), SQ, FAR),
+            pred(NEXT, 0.5, (0, 2), SQ, FAR)]}}
+  (tmp_path / "gt.json").write_text(json.dumps(_gt_json(g)))
+  (tmp_path / "train.json").write_text(json.dumps(_gt_json(train)))
+  with lzma.open(tmp_path / "sub.json.xz", "wt") as f:
+    json.dump(sub, f)
+  return tmp_path
+
+
+def test_metrics_json(files, capsys):
+  out = files / "m" / "metrics.json"
+  rc = vidor_cli.main(["--groundtruth", str(files / "gt.json"),
+                       "--prediction", str(files / "sub.json.xz"),
+                       "--zero-shot", str(files / "train.json"),
+                       "--per-video", "--output", str(out)])
+  assert rc == 0
+  m = json.loads(out.read_text())
+  # Video 1: both TP -> AP 1; video 2: FP then TP -> AP 0.5.
+  assert m["per_video_ap"] == {"1": 1.0, "2": 0.5}
+  assert (m["mAP"], m["R@50"], m["R@100"]) == (0.75, 1.0, 1.0)
+  assert (m["P@1"], m["P@5"], m["P@10"]) == (0.5, 0.75, 0.75)
+  # Zero-shot triplet: BEHIND (video 1 only). Filtered predictions: one TP;
+  # generalized: NEXT (0.9) ranks first as an FP.
+  assert m["zero_shot"]["mAP"] == 1.0
+  assert m["generalized_zero_shot"]["mAP"] == 0.5
+  assert m["num_zero_shot_triplets"] == 1
+  assert "mAP" in capsys.readouterr().out
+  assert not list(out.parent.glob(".tmp_*"))
+
+
+def test_vru20_protocol_and_plain_json(files):
+  sub = json.loads(lzma.open(files / "sub.json.xz", "rt").read())
+  (files / "sub.json").write_text(json.dumps(sub))
+  out = files / "vru.json"
+  assert vidor_cli.main(["--groundtruth", str(files / "gt.json"),
+                         "--prediction", str(files / "sub.json"),
+                         "--protocol", "vru20", "--output", str(out)]) == 0
+  assert json.loads(out.read_text())["mAP"] == 0.75
+
+
+def test_format_errors_refuse_with_all_problems(files, capsys):
+  bad = {"version": "VERSION 1.0", "results": {
+      "1": [{"triplet": list(NEXT)}, pred(NEXT, "x", (0, 2), SQ, FAR)]}}
+  (files / "bad.json").write_text(json.dumps(bad))
+  rc = vidor_cli.main(["--groundtruth", str(files / "gt.json"),
+                       "--prediction", str(files / "bad.json")])
+  err = capsys.readouterr().err
+  assert rc == 1
+  for field in ("score", "duration", "sub_traj", "obj_traj"):
+    assert f"video '1', prediction 0, field '{field}': missing" in err
+  assert "video '1', prediction 1, field 'score': not a number" in err
+
+
+def test_unreadable_files_name_the_file(files, capsys):
+  (files / "broken.json").write_text("{\"results\": [")
+  assert vidor_cli.main(["--groundtruth", str(files / "gt.json"),
+                         "--prediction", str(files / "broken.json")]) == 2
+  assert "broken.json: malformed JSON" in capsys.readouterr().err
+  assert vidor_cli.main(["--groundtruth", str(files / "nope"),
+                         "--prediction", str(files / "sub.json.xz")]) == 2
+
+
+def test_unscorable_submission_is_refused_with_location(files, capsys):
+  sub = {"version": "VERSION 1.0", "results": {
+      "1": [pred(NEXT, 0.9, (0, 2), SQ, FAR, n=1)]}}
+  (files / "short.json").write_text(json.dumps(sub))
+  assert vidor_cli.main(["--groundtruth", str(files / "gt.json"),
+                         "--prediction", str(files / "short.json")]) == 1
+  err = capsys.readouterr().err
+  assert "1 boxes for a duration of 2 frames" in err      # the warning
+  assert "video '1', prediction 0, field 'sub_traj'" in err  # the refusal
+
+
+def _annotation(vid, dataset):
+  """A small official annotation file (VidOR or VidVRD flavour)."""
+  box = lambda x: {"xmin": x, "ymin": 0, "xmax": x + 9, "ymax": 9}
+  raw = {"video_id": vid, "frame_count": 2, "fps": 30, "width": 64,
+         "height": 48,
+         "subject/objects": [{"tid": 0, "category": "dog"},
+                             {"tid": 1, "category": "ball/sports_ball"
+                              if dataset == "vidor" else "zebra"}],
+         "trajectories": [[{"tid": 0, "bbox": box(0)},
+                           {"tid": 1, "bbox": box(20)}]] * 2,
+         "relation_instances": [{"subject_tid": 0, "object_tid": 1,
+                                 "predicate": "chase", "begin_fid": 0,
+                                 "end_fid": 2}]}
+  if dataset == "vidor":
+    raw.update(version="VERSION 1.0", video_hash="h",
+               video_path=f"x/{vid}.mp4")
+  return raw
+
+
+@pytest.mark.parametrize("dataset", ["vidor", "vidvrd"])
+def test_annotation_folder_is_read_in_official_glob_order(tmp_path, dataset):
+  # The official loaders glob the split folder (directory order, not
+  # sorted); the GT dict order is the mAP's summation order.
+  names = ["b", "a", "10", "9", "c", "07", "x1", "2"]
+  expected = []
+  for g, group in enumerate(("0002", "0001", "0010")):
+    folder = tmp_path / group if dataset == "vidor" else tmp_path
+    folder.mkdir(exist_ok=True)
+    for n in names:
+      vid = f"{n}{g}" if dataset == "vidor" else f"ILSVRC2015_train_{n}{g}"
+      (folder / f"{vid}.json").write_text(json.dumps(_annotation(vid,
+                                                                 dataset)))
+  pattern = "*/*.json" if dataset == "vidor" else "*.json"
+  expected = [json.loads(open(f).read())["video_id"]
+              for f in glob.glob(str(tmp_path / pattern))]
+  got = vrd_io.load_groundtruth(str(tmp_path))
+  assert list(got) == expected
+  assert list(vrd_io.load_groundtruth(str(tmp_path), dataset)) == expected
+  assert sorted(expected) == sorted(got) and len(got) == 3 * len(names)
+  assert got[expected[0]][0]["triplet"] == (
+      "dog", "chase", "ball/sports_ball" if dataset == "vidor" else "zebra")
+
+
+def test_annotation_folder_errors(tmp_path):
+  with pytest.raises(FileNotFoundError, match=r"no annotation files at .*"
+                     r"\*\.json \(official vidvrd layout\)"):
+    vrd_io.load_groundtruth(str(tmp_path), "vidvrd")
+  (tmp_path / "g").mkdir()
+  (tmp_path / "g" / "1.json").write_text(json.dumps(_annotation("1", "vidor")))
+  (tmp_path / "ILSVRC2015_train_1.json").write_text(
+      json.dumps(_annotation("ILSVRC2015_train_1", "vidvrd")))
+  with pytest.raises(vrd_json.AnnotationError, match="holds both"):
+    vrd_io.load_groundtruth(str(tmp_path))
+  assert list(vrd_io.load_groundtruth(str(tmp_path), "vidor")) == ["1"]
