@@ -6,7 +6,7 @@ missing videos, inverted and float boxes, integer scores, > 200 predictions
 per video, zero-shot splits) together with the outputs of the official
 scorers (xdshang/VidVRD-helper 1b4de17 `visual_relation_detection.py` and
 NExTplusplus/VidVRD-helper a10106a `video_relation_detection.py`) recorded by
-`bench/vrd_fuzz_official.py --record` (data only, no official code here).
+`bench/video_relations_fuzz_official.py --record` (data only, no official code here).
 Per case and protocol x split we compare the six printed lines (last digit),
 the float values, each video's AP, or that both refuse.
 """

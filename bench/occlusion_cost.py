@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Cost per train step of an occlusion_vit config (FLOPs, memory), from XLA.
 
-  python bench/occlusion_vit_cost.py --config configs/occlusion.py:B/16
+  python bench/occlusion_cost.py --config configs/occlusion.py:B/16
 
 Lowers the real train step (task loss, value_and_grad, AdamW update) for one
 global batch and reads XLA's cost analysis (FLOPs, bytes accessed) and, after

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Fuzzed equality check of our VidVRD evaluator against the official code.
 
-  python bench/vrd_fuzz_official.py --official /tmp/ref/xdshang \
+  python bench/video_relations_fuzz_official.py --official /tmp/ref/xdshang \
       --official-vru20 /tmp/ref/next [--cases 300] [--seed 0] \
       [--record tests/video_relations/metrics/official_cases.json.xz]
 
@@ -28,7 +28,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import vrd_official  # pylint: disable=g-import-not-at-top
+import video_relations_official as vrd_official  # pylint: disable=g-import-not-at-top
 from relations.video_relations.metrics import columns
 from relations.video_relations.metrics import kernels
 from relations.video_relations.metrics import scoring

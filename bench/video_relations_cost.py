@@ -1,6 +1,6 @@
 """Cost per training step of a relation-tracker config, derived from the model.
 
-  python bench/relation_tracker_cost.py --config configs/video_relations.py:paper
+  python bench/video_relations_cost.py --config configs/video_relations.py:paper
 
 Lowers the real jitted loss + gradient (`relations.video_relations.task.loss_fn`)
 on abstract inputs of the config's global batch (nothing is allocated or run),

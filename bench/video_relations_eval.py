@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Speed of our VidVRD evaluator vs the official one, on a VidOR-val-sized case.
 
-  python bench/vrd_eval.py --official /tmp/ref/xdshang \
+  python bench/video_relations_eval.py --official /tmp/ref/xdshang \
       [--official-vru20 /tmp/ref/next] [--videos 832] [--seed 0]
 
 The case (deterministic from --seed), sized like VidOR validation:
@@ -52,7 +52,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import vrd_official  # pylint: disable=g-import-not-at-top
+import video_relations_official as vrd_official  # pylint: disable=g-import-not-at-top
 from relations.video_relations.data import categories as vrd_categories
 from relations.video_relations.metrics import columns
 from relations.video_relations.metrics import fastjson

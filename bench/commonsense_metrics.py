@@ -1,6 +1,6 @@
 """Benchmark: our VisualCOMET metrics vs pycocoevalcap 1.2, same 10k hypotheses.
 
-  .venv/bin/python bench/caption_metrics.py [--pairs 2000] [--seed 0]
+  .venv/bin/python bench/commonsense_metrics.py [--pairs 2000] [--seed 0]
 
 Builds VisualCOMET-style data (2,000 (event, relation) pairs x 5 sampled
 generations = 10,000 hypotheses, 2-8 references each, person tags,

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Loads and runs the official VidVRD-helper scorers from a local checkout.
 
-Used by `bench/vrd_eval.py` and `bench/vrd_fuzz_official.py` only (the code is
+Used by `bench/video_relations_eval.py` and `bench/video_relations_fuzz_official.py` only (the code is
 read from the checkout at run time, nothing is copied). The `evaluation/`
 folder is imported as a package under a synthetic parent name, so its
 `__init__.py` (which imports unrelated modules) is not executed.

@@ -10,7 +10,7 @@ early stop, so both produce exactly the same number of tokens). One untimed
 warm-up call each (compilation for JAX, allocator warm-up for torch), then
 `--repeats` timed calls; prints tokens/s of both and the ratio.
 
-  python bench/decode.py [--prompts 4] [--repeats 1]
+  python bench/commonsense_decode.py [--prompts 4] [--repeats 1]
 """
 
 import argparse
