@@ -7,7 +7,7 @@
       [--record tests/video_relations/metrics/official_cases.json.xz]
 
 Generates random small cases that concentrate on the awkward situations of
-spec 1.2-1.5: tied scores, duplicate predictions and duplicate GT, many GT of
+the official scorer: tied scores, duplicate predictions and duplicate GT, many GT of
 one triplet, duration / box-count mismatches (including ones that make the
 official code raise), empty GT videos, GT videos without predictions,
 prediction-only videos, inverted boxes, float boxes, integer scores, videos

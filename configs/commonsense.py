@@ -82,7 +82,7 @@ def get_config(arg=None):
   parts = arg.inputs.split("_")
   c.inputs = dict(image="image" in parts, event="event" in parts,
                   place="place" in parts)
-  # The official layout (spec §2.2).
+  # The official layout.
   c.layout = dict(num_max_boxes=15, max_event=39, max_place=22,
                   max_inference=23, max_seq_len=128)
   c.model = dict(

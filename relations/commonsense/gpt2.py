@@ -26,7 +26,7 @@ LayerNorm eps 1e-5, attention scaled by 1/sqrt(head_dim), softmax in float32).
 
 Attention masking: the causal mask always applies. `key_mask` [B, K] (True =
 may be attended) optionally hides padding keys; the original VisualCOMET code has
-no such mask (spec §2.2), so it is optional. With a KV cache, K is the cache
+no such mask, so it is optional. With a KV cache, K is the cache
 length and `key_mask` covers every cache slot (the caller keeps it across steps).
 """
 
@@ -49,7 +49,7 @@ SIZES = {
 }
 
 GPT2_VOCAB = 50257
-# 50257 + 10 structural tokens + <|det0|>..<|det49|> (spec §2.1).
+# 50257 + 10 structural tokens + <|det0|>..<|det49|>.
 VISUALCOMET_VOCAB = 50317
 
 KVCache = tuple  # tuple over layers of {"k": [B, T, H, Dh], "v": [B, T, H, Dh]}

@@ -17,7 +17,7 @@ Hugging Face's `Conv1D` stores kernels as [in, out] and computes x @ W, as
 `nn.Dense` does, so kernels are only split (q/k/v) and reshaped to heads.
 
 Vocabulary resizing: when the model has more rows than the file (50,257 ->
-50,317 for the VisualCOMET special tokens, spec §2.1) the extra rows are drawn
+50,317 for the VisualCOMET special tokens) the extra rows are drawn
 from N(0, 0.02) with a seeded numpy generator, as `resize_token_embeddings`
 does. A model with fewer rows than the file is an error.
 """

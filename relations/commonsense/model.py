@@ -23,7 +23,7 @@ Batch (one example per row; shapes without the batch dim; K = num_slots):
                               boxes float32 [K, 4] (x1, y1, x2, y2) as
                               fractions of the image size.
 
-Visual slots (spec §2.3): a per-box feature (the released feature, or the
+Visual slots: a per-box feature (the released feature, or the
 shared ViT's patch grid RoI-Aligned to the box and averaged, the analogue of
 the official ROIAlign + res5 + spatial mean) goes through
 Dropout -> Dense(D) -> ReLU -> LayerNorm(eps 1e-12) (official

@@ -19,7 +19,7 @@ import tempfile
 
 import numpy as np
 
-# Per-video limits of the two protocols (spec 1.6 / 1.8): the VRU'20 scorer
+# Per-video limits of the two protocols: the VRU'20 scorer
 # keeps the top 200 per video; the VRU'19 rules accepted at most 2000.
 PROTOCOL_LIMITS = {"vru20": 200, "helper": 2000}
 

@@ -7,7 +7,7 @@ r"""Learnable synthetic VisualCOMET data in the official on-disk layout.
 
 writes (a `manual_dir` for the `visualcomet` TFDS builder):
 
-  DIR/{train,val,test}_annots.json   lists of event records (spec 1.2; test
+  DIR/{train,val,test}_annots.json   lists of event records (test
                                      records have no inferences)
   DIR/vcr1images/<movie>/<id>.jpg    images
   DIR/vcr1images/<movie>/<id>.json   VCR metadata: names, boxes [x1,y1,x2,y2,

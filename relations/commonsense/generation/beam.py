@@ -37,7 +37,7 @@ do_sample=False)` (its vectorised `_beam_search`), step for step:
 Output: the `num_return` best finished hypotheses per prompt, best first,
 in the sampler's layout ([B, R, T] ids, `stop_id` kept, `pad_id` after it).
 
-Differences from the official VisualCOMET `beam_search_sequence` (spec §3),
+Differences from the official VisualCOMET `beam_search_sequence`,
 which predates HF's current implementation and is not reproduced: it divides
 by the length of the whole sequence including the prompt and excluding the
 end token, always runs all steps, turns the last step's token into the end

@@ -38,7 +38,7 @@ from relations.commonsense import gpt2
 
 @dataclasses.dataclass(frozen=True)
 class SampleConfig:
-  """Decoding settings; defaults are the official ones (spec §3)."""
+  """Decoding settings; defaults are the official ones."""
   num_samples: int = 5
   max_new_tokens: int = 20
   top_p: float = 0.9

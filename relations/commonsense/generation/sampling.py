@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Token sampling: temperature, top-k and nucleus (top-p), pure and jittable.
 
-Nucleus semantics follow the official `top_k_top_p_filtering` (spec §3):
+Nucleus semantics follow the official `top_k_top_p_filtering`:
 sort descending, keep the tokens whose cumulative probability *before* them is
 < p (so the first token and the one that crosses p are always kept),
 renormalise, sample. Sampling happens in sorted order and the index is mapped

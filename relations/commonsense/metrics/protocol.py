@@ -1,7 +1,7 @@
 """The official VisualCOMET generation-scoring protocol.
 
 Mirrors ``compute_metric_inference`` of jamespark3922/visual-comet
-scripts/evaluate_generation.py (spec §4.2-4.3):
+scripts/evaluate_generation.py:
 
 1. For each generation record, ``ref = annotations[event_idx][relation]``
    (all ground-truth sentences of that event and relation).  Records whose

@@ -1,4 +1,4 @@
-"""Acc@50: ranking ground-truth inferences among 50 candidates (spec §4.4).
+"""Acc@50: ranking ground-truth inferences among 50 candidates.
 
 Official procedure (visual-comet dataloaders/vcg_rank.py, scripts/run_rank.py,
 rank_mode ``random_50``):

@@ -11,7 +11,7 @@ Every reader returns the project's one internal convention:
 * valid: bool [H, W], pixels whose orientation is usable (a subset of
   boundaries).
 
-Formats (spec occlusion_boundaries.md §6.1):
+Formats:
 
 * PIOD `Data/<id>.mat` with struct `bndinfo_pascal`: `imsize` [H W],
   `ne` (number of edge fragments), `edges.indices{i}` (1-based column-major

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Reading and writing the project's RealOOB on-disk layout.
 
-The layout (spec occlusion_boundaries.md §6.3) under a dataset root::
+The layout under a dataset root::
 
   images/<id>.{png,jpg}
   boundaries/<id>.png    uint8 [H, W]; 255 = occlusion-boundary pixel, 0 = not

@@ -1,6 +1,6 @@
 # Copyright 2025 The relations Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""ODS / OIS / AP aggregation exactly as `edgesEvalDir.m` (spec §3).
+"""ODS / OIS / AP aggregation exactly as `edgesEvalDir.m`.
 
 All functions take per-image count rows `cnt_r, sum_r, cnt_p, sum_p`, each
 an array [N_images, K] (or [K] for one image), and the thresholds [K].

@@ -5,7 +5,7 @@
 Headline keys (fractions): B-ODS, B-OIS, B-AP (boundary curve on the full GT
 B), O-ODS, O-OIS, O-AP and AC.  The O-curve is doobscripts' `_poc` (recall =
 boundary recall; precision counts matched predictions with a correct angle)
-unless `valid_only`, in which case it is `valid_poc` (spec §4.5): matching
+unless `valid_only`, in which case it is `valid_poc`: matching
 is still done against the full B (localisation is judged on every OB pixel,
 as the paper's boundary metrics are), then recall = matched valid GT / valid
 GT, and precision = predictions matched to valid GT with a correct angle /

@@ -5,7 +5,7 @@
 `--gt DIR` of `python -m relations.evaluate occlusion` may be:
 
 * `realoob`: the project's RealOOB layout (boundaries/, orientation/,
-  valid/, splits/; spec §6.3), scored by `api.evaluate_dir`;
+  valid/, splits/), scored by `api.evaluate_dir`;
 * `piod`: a PIOD root (`Data/<id>.mat` with `bndinfo_pascal`,
   `val_doc_2010.txt` = test ids, every other `Data/*.mat` = train), or a
   folder of such .mat files;
@@ -20,7 +20,7 @@ in (-pi, pi], left-hand rule, image frame); DOC's convention is the same up
 to the wrap, so the O-metrics are unaffected by the conversion.
 
 Protocol defaults per format follow the tools each format's published
-numbers come from (spec §1, §6.3, §7.3):
+numbers come from:
 
 * realoob: 2-pixel border exclusion, O-metrics on the valid-orientation
   subset (`valid_poc`), exactly as `api.evaluate_dir`;
@@ -31,7 +31,7 @@ numbers come from (spec §1, §6.3, §7.3):
   compared as NaN, hence never orientation-correct, as MATLAB's
   `match_theta` comparison would do.  Several BSDS annotators are matched
   separately: recall sums over annotators, a prediction pixel counts if it
-  matches in any of them (spec §2.4).
+  matches in any of them.
 
 Predictions always use the project's prediction layout under `--pred`
 (`boundaries/<id>.png` uint16 probability, `orientation/<id>.png` uint16

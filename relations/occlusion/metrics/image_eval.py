@@ -1,6 +1,6 @@
 # Copyright 2025 The relations Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Per-image boundary and orientation counts at K thresholds (spec §1-§4).
+"""Per-image boundary and orientation counts at K thresholds.
 
 Protocols:
   "doob"  (default): doobscripts - `edge_nms` once on the soft map, no
@@ -10,7 +10,7 @@ Protocols:
 Both binarise with `E >= t` where t = linspace(1/(K+1), 1 - 1/(K+1), K); the
 comparison is made in float32 (the map is single precision, as in MATLAB).
 
-Orientation (spec §4.2): a matched pair (prediction p, GT q) is correct when
+Orientation: a matched pair (prediction p, GT q) is correct when
 mod(|theta_pred(p) - theta_gt(q)|, 2 pi) <= pi/2 or >= 3 pi/2 (inclusive).
 """
 
@@ -75,7 +75,7 @@ def evaluate_image(prob, gts, theta_pred=None, theta_gts=None, valids=None,
       cnt_p / sum_p: prediction pixels matched in any annotator / all;
       cnt_r_occ: matched GT pixels whose pair has a correct angle (sum);
       cnt_p_occ: prediction pixels with a correct pair in any annotator;
-      *_valid: the same restricted to valid-orientation GT (spec §4.5):
+      *_valid: the same restricted to valid-orientation GT:
         cnt_r_valid / sum_r_valid: matched valid GT / valid GT pixels,
         cnt_r_occ_valid: matched valid GT pixels with a correct angle,
         cnt_p_occ_valid: predictions matched to valid GT with correct angle,
@@ -145,9 +145,9 @@ def evaluate_image(prob, gts, theta_pred=None, theta_gts=None, valids=None,
 
 
 # Curves built from the counts: (recall num, recall den, precision num,
-# precision den).  "_e", "_poc", "_aoc", "_o" are doobscripts' curves
-# (spec §4.3); "valid_poc" and "valid_orr" are the validity-aware candidates
-# of spec §4.5.
+# precision den).  "_e", "_poc", "_aoc", "_o" are doobscripts' curves;
+# "valid_poc" and "valid_orr" are the validity-aware candidates (recall over
+# valid-orientation GT only).
 CURVES = {
     "boundary": ("cnt_r", "sum_r", "cnt_p", "sum_p"),
     "poc": ("cnt_r", "sum_r", "cnt_p_occ", "sum_p"),

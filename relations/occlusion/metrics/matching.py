@@ -1,6 +1,6 @@
 # Copyright 2025 The relations Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Exact pixel correspondence (spec §2.3), compiled with numba.
+"""Exact pixel correspondence, compiled with numba.
 
 Definition: between prediction pixels P and ground-truth pixels G, pairs are
 allowed when `dy^2 + dx^2 <= max_dist_px^2`; the matching has maximum
@@ -11,8 +11,8 @@ graph.
 Algorithm.  We solve the lexicographic problem as a min-cost matching with
 edge costs `w - BIG` (BIG exceeds any achievable cost difference, so one more
 pair always beats any saving in distance).  Prediction pixels are inserted one
-at a time in order of decreasing strength (the "nested-threshold sweep",
-spec §2.3): after inserting all pixels with `E >= t_k` the current matching
+at a time in order of decreasing strength (the "nested-threshold
+sweep"): after inserting all pixels with `E >= t_k` the current matching
 is optimal for threshold k, so 99 thresholds cost one pass.  Each insertion
 is one row of the Hungarian method: a Dijkstra search on the residual graph
 with reduced costs (Johnson potentials), from the new pixel to the sink,

@@ -1,6 +1,6 @@
 # Copyright 2025 The relations Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Edge non-maximum suppression as in doobscripts `edge_nms` (spec §1.4-1.5).
+"""Edge non-maximum suppression as in doobscripts `edge_nms`.
 
 `edge_nms(E)` = `convTri(E, 4)` -> `gradient2` twice -> orientation
 `mod(atan(Oyy * sign(-Oxy) / (Oxx + 1e-5)), pi)` -> `edgesNmsMex(E, O, r=1,
@@ -54,7 +54,7 @@ def gradient2(image):
 
 
 def nms_orientation(edge, dtype=np.float32):
-  """Edge normal orientation O in [0, pi) from `convTri(E, 4)` (spec §1.4).
+  """Edge normal orientation O in [0, pi) from `convTri(E, 4)`.
 
   Args:
     edge: [H, W] soft edge map.

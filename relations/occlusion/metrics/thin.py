@@ -1,6 +1,6 @@
 # Copyright 2025 The relations Authors.
 # SPDX-License-Identifier: Apache-2.0
-"""`bwmorph(B, 'thin', inf)` for the SEval protocol (spec §1.3).
+"""`bwmorph(B, 'thin', inf)` for the SEval protocol.
 
 MATLAB's thinning is the two-subiteration algorithm of Lam, Lee and Suen
 (1992), applied in parallel over the image: a foreground pixel p with

@@ -1,6 +1,6 @@
 """Parse and validate official VidOR / ImageNet-VidVRD annotation JSON files.
 
-One annotation file describes one video (spec section 2.1):
+One annotation file describes one video:
 
   VidOR   `annotation/{training,validation}/<group>/<video_id>.json`,
           with `"version": "VERSION 1.0"`, `video_hash`, `video_path`.
@@ -39,7 +39,7 @@ exactly as `dataset.Dataset.get_relation_insts` of xdshang/VidVRD-helper
     annotation file, or one JSON already in the format above (lists are
     turned into tuples).
 
-Known data faults and what is done about them (spec 2.1, VidVRD-helper PR #3):
+Known data faults and what is done about them (VidVRD-helper PR #3):
   - `frame_count` larger than `len(trajectories)`: the trailing frames are
     unannotated (no boxes); `num_annotated_frames` keeps the list length.
   - `relation_instances[i].end_fid > len(trajectories)`: kept as written here

@@ -1,4 +1,4 @@
-"""Exact port of the official VidVRD / VidOR relation evaluation (spec 1).
+"""Exact port of the official VidVRD / VidOR relation evaluation.
 
 Public API:
   scoring.evaluate(groundtruth, prediction, protocol) -> scoring.Result

@@ -1,6 +1,6 @@
 """Reading submissions / ground truth and writing metrics for the VRD CLI.
 
-Submission (spec 2.3): `{"version": "VERSION 1.0", "results": {video_id:
+Submission: `{"version": "VERSION 1.0", "results": {video_id:
 [{triplet, score, duration, sub_traj, obj_traj}]}, "external_data": ...}` as
 `.json` or XZ-compressed `.json.xz` (the VRU'20 server's upload format).
 Ground truth: an official annotation folder / file or one consolidated GT JSON

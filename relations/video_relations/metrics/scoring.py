@@ -1,6 +1,6 @@
 """Video relation detection / tagging scores, exactly as the official tools.
 
-Protocols (spec 1.6):
+Protocols:
   "helper": xdshang/VidVRD-helper `evaluation/visual_relation_detection.py`
             (papers, VRU'19): all predictions, raw floats.
   "vru20":  NExTplusplus/VidVRD-helper `evaluation/video_relation_detection.py`
@@ -10,7 +10,7 @@ Protocols (spec 1.6):
 `evaluate(groundtruth, prediction)` takes the official in-memory formats:
 groundtruth `{video_id: [{triplet, duration, sub_traj, obj_traj, ...}]}` and
 prediction `{video_id: [{triplet, score, duration, sub_traj, obj_traj}]}`
-(the submission's `results`). Per video (spec 1.3-1.5): stable descending
+(the submission's `results`). Per video: stable descending
 score sort; greedy matching in that order against not-yet-detected GT of the
 identical triplet, `min(sub vIoU, obj vIoU) >= 0.5`, first GT wins ties;
 a matched prediction with a non-finite score still consumes its GT but counts
@@ -21,7 +21,7 @@ tagging P@k is read at min(k, #unique triplets).
 `evaluate_tables(gt_table, pred_table)` scores `columns.RelationTable`s
 (flat arrays, e.g. a model's predictions) with the same rules.
 
-Work (spec 1.2-1.3): the compiled matcher (`kernels.match`) evaluates only
+Work: the compiled matcher (`kernels.match`) evaluates only
 the pairs the official loop evaluates (same triplet, GT not yet detected)
 and reads boxes only where the durations overlap; from dicts, only the
 trajectories of same-triplet pairs with overlapping durations are converted
@@ -456,7 +456,7 @@ def zero_shot_triplets(groundtruth, train_groundtruth) -> set:
 
 
 def zero_shot_split(groundtruth, prediction, zs_triplets, generalized):
-  """GT/prediction dicts of the zero-shot evaluations (spec 1.6).
+  """GT/prediction dicts of the zero-shot evaluations.
 
   Keeps only zero-shot GT instances and only videos that have one. With
   `generalized=False` (xdshang `evaluate.py`) predictions are filtered to

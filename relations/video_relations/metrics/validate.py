@@ -1,4 +1,4 @@
-"""Submission validator for video relation detection (spec 2.3, 1.8).
+"""Submission validator for video relation detection.
 
 Reports every problem at once, each with video id, prediction index and
 field. Two levels:

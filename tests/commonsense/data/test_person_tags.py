@@ -1,4 +1,4 @@
-"""Person-tag mapping: the spec's examples and the official quirks (spec 1.5)."""
+"""Person-tag mapping: known examples and the official quirks."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Official fixed-width sequence layout (spec 2.2) on known answers."""
+"""Official fixed-width sequence layout on known answers."""
 
 import numpy as np
 import pytest

@@ -56,7 +56,7 @@ def test_known_values():
   # Identical hypothesis and single reference: BLEU = 1 up to the smoothing.
   assert bleu.corpus_bleu(["a b c d"], [["a b c d"]])[3] == pytest.approx(
       1.0, abs=1e-8)
-  # One key: idf = log(1) - log(1) = 0, so CIDEr is 0 (spec §4.2).
+  # One key: idf = log(1) - log(1) = 0, so CIDEr is 0.
   assert cider.corpus_cider(["a b"], [["a b"]])[0] == 0.0
 
 

@@ -1,4 +1,4 @@
-"""ODS / OIS / AP on hand-computed cases (spec §3)."""
+"""ODS / OIS / AP on hand-computed cases."""
 
 import numpy as np
 
@@ -18,7 +18,7 @@ def test_ods_interpolates_r_and_p_not_f():
   r = np.array([1.0, 0.0])
   p = np.array([0.2, 1.0])
   br, bp, bf, bt = aggregate.best_rpf(t, r, p)
-  # Plain-loop restatement of spec §3.2 on this two-threshold curve.
+  # Plain-loop restatement of edgesEvalDir's aggregation on this two-threshold curve.
   best = (-1, None)
   for i in range(100):
     a = i / 99
@@ -46,7 +46,7 @@ def test_ap_first_occurrence_and_nan_outside_range():
 def test_ois_first_argmax_and_all_zero_image():
   thr = np.array([0.2, 0.5])
   # Image A: F is 0 at every threshold -> first threshold is selected and all
-  # its predictions enter the OIS precision denominator (spec §7.7 point 8).
+  # its predictions enter the OIS precision denominator.
   # Image B: best at threshold 2.
   cnt_r = np.array([[0, 0], [5, 8]])
   sum_r = np.array([[10, 10], [10, 10]])

@@ -1,4 +1,4 @@
-"""Category / predicate lists (spec 2.4) and their helpers."""
+"""Category / predicate lists and their helpers."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Hand-computed answers of the scorer (spec 1.3-1.6, 1.9 minimal suite)."""
+"""Hand-computed answers of the scorer (ranking, matching, protocols, the minimal suite)."""
 
 import numpy as np
 import pytest

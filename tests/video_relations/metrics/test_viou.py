@@ -1,4 +1,4 @@
-"""Known-answer tests of the vIoU kernels (spec 1.2) and their exactness."""
+"""Known-answer tests of the vIoU kernels and their exactness."""
 
 import numpy as np
 import pytest
@@ -29,7 +29,7 @@ def _vious(pairs, flags=None):
 
 
 def _python_viou(t1, d1, t2, d2):
-  """The spec 1.2 formula written out in plain Python (reference)."""
+  """The vIoU formula written out in plain Python (reference)."""
   if d1[0] >= d2[1] or d1[1] <= d2[0]:
     return 0.
   start = max(d1[0], d2[0])

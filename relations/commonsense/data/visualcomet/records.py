@@ -5,7 +5,7 @@
 On-disk layout (the `manual_dir` of the `visualcomet` builder, as the official
 downloads unpack):
 
-  {train,val,test}_annots.json   lists of event records (spec 1.2)
+  {train,val,test}_annots.json   lists of event records
   vcr1images/<img_fn>            VCR images
   vcr1images/<metadata_fn>       VCR metadata JSON: names, boxes (x1, y1, x2,
                                  y2, score), segms, width, height

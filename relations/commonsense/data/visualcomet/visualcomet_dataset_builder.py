@@ -8,7 +8,7 @@ metadata, and, for the `*_features` configs, `features/<image id>.pkl`
 (loaded with the restricted unpickler). Write the synthetic equivalent with
 `python -m relations.commonsense.data.synthetic --out DIR`.
 
-Configs (record expansions of the official code, spec 1.4):
+Configs (record expansions of the official code):
   training    one example per ground-truth inference (splits train, val)
   generation  one example per event x relation, all three relations
               (splits train, val, test; test has no references)

@@ -39,7 +39,7 @@ class Builder(tfds.core.GeneratorBasedBuilder):
   BUILDER_CONFIGS = [
       tfds.core.BuilderConfig(
           name="realoob",
-          description="The project's RealOOB layout (spec §6.3); also what "
+          description="The project's RealOOB layout; also what "
           "relations.occlusion.data.synthetic writes."),
       tfds.core.BuilderConfig(
           name="piod", description="PASCAL Instance Occlusion Dataset."),
