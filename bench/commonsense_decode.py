@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Nucleus-sampling speed: ours (JAX, jitted, KV cache) vs HF `generate`.
 
 Both decode the same randomly initialised GPT-2-small-sized model (written once

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Cost per train step of an occlusion_vit config (FLOPs, memory), from XLA.
 
   python bench/occlusion_cost.py --config configs/occlusion.py:B/16

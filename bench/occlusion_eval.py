@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Benchmark: our occlusion evaluator vs pyEdgeEval's BSDS matcher.
 
 Synthetic 1024x768 GT/prediction pairs (RealOOB's test split has 130 images

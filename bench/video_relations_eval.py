@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Speed of our VidVRD evaluator vs the official one, on a VidOR-val-sized case.
 
   python bench/video_relations_eval.py --official /tmp/ref/xdshang \

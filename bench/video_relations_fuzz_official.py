@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Fuzzed equality check of our VidVRD evaluator against the official code.
 
   python bench/video_relations_fuzz_official.py --official /tmp/ref/xdshang \

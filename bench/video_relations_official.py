@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Loads and runs the official VidVRD-helper scorers from a local checkout.
 
 Used by `bench/video_relations_eval.py` and `bench/video_relations_fuzz_official.py` only (the code is

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """VisualCOMET generator (GPT-2 + visual slots) and the paper's Table 2 rows.
 
 Run (paper scale; the official release unpacked under $VC, GPT-2 small's

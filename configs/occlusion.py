@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Oriented occlusion boundaries with a ViT dense head (RealOOB, PIOD, BSDS).
 
 Run (paper scale; RealOOB layout under $REALOOB, see the builder's

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Training-time evaluator: generate inferences, write the official JSON, score.
 
   config.evals.val = dict(type="commonsense", split="val",

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """GPT-2 decoder in Flax linen (pre-LN, learned positions, tied embeddings).
 
 Usage:

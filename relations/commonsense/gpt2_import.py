@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Imports Hugging Face GPT-2 weights (`model.safetensors`) into `gpt2.GPT2`.
 
 Usage:

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """VisualCOMET generator: GPT-2 whose image positions hold visual slots.
 
 Usage:

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Task glue: visual commonsense generation (VisualCOMET) <-> the trainer.
 
 Data: the TFDS `visualcomet` builder (`training[_features]` for training,

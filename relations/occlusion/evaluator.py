@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Training-time evaluator: predict a split, write the prediction layout, score.
 
   config.evals.test = dict(type="occlusion", every_steps=0,

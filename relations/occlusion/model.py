@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """ViT occlusion-boundary model: boundary logits + orientation, full resolution.
 
   model = occlusion_vit.Model(vit_variant="B/16", head_dim=256, fuse_dim=64)

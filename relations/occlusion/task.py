@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Task glue: oriented occlusion boundaries <-> the shared trainer.
 
 Data: the TFDS `occlusion_boundaries` builder (configs realoob, piod,

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Random parameters for test models without compiling their initialiser.
 
 `module.init` of a transformer compiles for seconds on CPU (jitted) or runs

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Beam search: exhaustive width = brute force, width 1 = greedy, = HF."""
 
 import itertools

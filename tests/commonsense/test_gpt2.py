@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """GPT-2 decoder: cache equivalence, masking, logical names, variants."""
 
 import flax.linen as nn

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Our GPT-2 vs PyTorch `transformers` on the same random small GPT-2 file.
 
 The checkpoint is GPT-2 in every respect but depth and width (2 layers of 64,

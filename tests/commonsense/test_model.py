@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Visual slots, RoI-Align, masking, loss and cached decoding of the VL model."""
 
 import jax

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Task encoding (ablation inputs, visual slots) and the official JSON record."""
 
 import json

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """TFDS builder tests: one DatasetBuilderTestCase and one known-pixel test per
 format (realoob, PIOD, BSDS ownership), plus bad-input errors."""
 

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Occlusion ViT model and losses: shapes, ablation switches, exact loss values."""
 
 import jax

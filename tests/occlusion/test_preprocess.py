@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Input-pipeline ops: every geometric op is checked against labels recomputed
 from the equally transformed synthetic scene (depth, object and sheet maps)."""
 

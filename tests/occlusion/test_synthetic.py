@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Synthetic scene generator: label rules on hand-built scenes, determinism,
 and the on-disk layout."""
 

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Task glue, prediction writer and a 2-step run of the real trainer on the
 realoob dummy data (builder -> model -> trainer -> evaluator -> files)."""
 

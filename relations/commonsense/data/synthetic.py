@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# Licensed under the Apache License, Version 2.0.
 r"""Learnable synthetic VisualCOMET data in the official on-disk layout.
 
   python -m relations.commonsense.data.synthetic --out DIR [--seed 0]

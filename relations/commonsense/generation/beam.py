@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Jitted, batched beam search with a KV cache (Hugging Face semantics).
 
 `make_beam_fn(decoder, cfg)` returns one jitted function that prefills each

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Jitted, batched autoregressive sampling with a KV cache.
 
 A *decoder* is any object with two pure methods (see `LMDecoder` and

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """The official VisualCOMET generation JSON, written atomically.
 
 One record per (event, relation), ordered by event_idx then intent, before,

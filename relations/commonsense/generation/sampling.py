@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Token sampling: temperature, top-k and nucleus (top-p), pure and jittable.
 
 Nucleus semantics follow the official `top_k_top_p_filtering`:

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# Licensed under the Apache License, Version 2.0.
 """VisualCOMET person-tag conversion, byte-for-byte as the official code.
 
 VisualCOMET text refers to people by VCR detection tags: "1 is talking to 3"

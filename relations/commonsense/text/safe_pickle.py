@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# Licensed under the Apache License, Version 2.0.
 """Restricted unpickler for data files (the released VisualCOMET features).
 
 `pickle.load` runs whatever callables a file names, so a data file could run

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# Licensed under the Apache License, Version 2.0.
 """The official fixed-width VisualCOMET sequence layout, as numpy arrays.
 
 Reproduces `dataloaders/vcg.py` (`vcg_record_to_tokens`,

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# Licensed under the Apache License, Version 2.0.
 """VisualCOMET tokenizer: GPT-2 byte-level BPE plus the official special tokens.
 
 The BPE itself is the `tokenizers` library (`models.BPE` with the byte-level

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Readers (and dummy-data writers) for public oriented-OB annotation files.
 
 Every reader returns the project's one internal convention:

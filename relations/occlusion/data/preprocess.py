@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Input pipeline ops for oriented occlusion boundaries (numpy, per example).
 
 A *sample* is a dict of arrays for one image and one annotator:

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Reading and writing the project's RealOOB on-disk layout.
 
 The layout under a dataset root::

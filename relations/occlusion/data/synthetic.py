@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Learnable synthetic occlusion-boundary scenes in the RealOOB layout.
 
   python -m relations.occlusion.data.synthetic --out DIR \

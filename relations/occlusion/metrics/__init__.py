@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Oriented occlusion-boundary evaluation without MATLAB.
 
 Modules: `nms` (edge_nms, crispness), `thin` (bwmorph thin), `matching`

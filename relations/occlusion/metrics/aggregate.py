@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """ODS / OIS / AP aggregation exactly as `edgesEvalDir.m`.
 
 All functions take per-image count rows `cnt_r, sum_r, cnt_p, sum_p`, each

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Python API: score arrays or a prediction directory (B-, O- metrics, AC).
 
 Headline keys (fractions): B-ODS, B-OIS, B-AP (boundary curve on the full GT

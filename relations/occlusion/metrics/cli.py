@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """`python -m relations.evaluate occlusion --gt DIR --pred DIR [...]`.
 
 Reads GT in the RealOOB layout (relations/occlusion/data/realoob_io.py), or the

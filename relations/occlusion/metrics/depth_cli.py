@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """`python -m relations.evaluate depth --gt DIR --depth DIR [...]`.
 
 Depth probes of RealOOB §4.3 (relations/occlusion/metrics/depth_probes.py

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Occlusion orientation from a depth map at given boundary pixels.
 
 RealOOB (§3.2, §4.3) derives orientations "from local boundary normals and

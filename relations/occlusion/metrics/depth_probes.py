@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Depth probes of RealOOB §4.3: do depth maps know where and how OBs are?
 
 All protocols score a predicted depth map against the GT boundaries `B`, the

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Ground truth of the three on-disk formats for the occlusion evaluator.
 
 `--gt DIR` of `python -m relations.evaluate occlusion` may be:

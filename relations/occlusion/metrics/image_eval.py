@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Per-image boundary and orientation counts at K thresholds.
 
 Protocols:

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Exact pixel correspondence, compiled with numba.
 
 Definition: between prediction pixels P and ground-truth pixels G, pairs are

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Edge non-maximum suppression as in doobscripts `edge_nms`.
 
 `edge_nms(E)` = `convTri(E, 4)` -> `gradient2` twice -> orientation

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """PR-curve plots (boundary PR, orientation PR, orientation accuracy)."""
 
 import os

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """The same per-image counts computed on BSDS `correspondPixels` (oracle).
 
 Used only by tests and bench/occlusion_eval.py: it runs pyEdgeEval 0.2.8's

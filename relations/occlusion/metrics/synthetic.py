@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Synthetic oriented occlusion-boundary scenes for tests, demos and bench.
 
 A scene is a depth-ordered stack of random filled ellipses and polygons on a

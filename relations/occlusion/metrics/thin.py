@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """`bwmorph(B, 'thin', inf)` for the SEval protocol.
 
 MATLAB's thinning is the two-subiteration algorithm of Lam, Lee and Suen

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# Licensed under the Apache License, Version 2.0.
 """Reading, validating and expanding the official VisualCOMET files.
 
 On-disk layout (the `manual_dir` of the `visualcomet` builder, as the official

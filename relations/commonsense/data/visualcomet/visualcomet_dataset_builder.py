@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# Licensed under the Apache License, Version 2.0.
 """TFDS builder `visualcomet` (VisualCOMET annotations + VCR images/boxes).
 
 Reads `manual_dir` in the official layout (see `records.py`): the

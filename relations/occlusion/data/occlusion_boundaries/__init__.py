@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """TFDS `occlusion_boundaries` dataset (configs realoob, piod, bsds_ownership)."""
 
 from relations.occlusion.data.occlusion_boundaries.occlusion_boundaries_dataset_builder import Builder

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Regenerates `dummy_data/` for the three builder configs.
 
   python -m relations.occlusion.data.occlusion_boundaries.make_dummy_data

@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """TFDS builder for oriented occlusion boundaries: RealOOB layout, PIOD, BSDS.
 
 One dataset, three builder configs, so cross-dataset training and evaluation
