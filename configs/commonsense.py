@@ -28,6 +28,7 @@ Arg keys (`configs/commonsense.py:variant=small,inputs=image_event_place,pg=true
 `get_hyper()` lists the Table 2 rows as arg strings.
 """
 
+import common  # configs/common.py
 import ml_collections
 
 from relations.train import config_util
@@ -100,14 +101,8 @@ def get_config(arg=None):
   c.input = dict(batch_size=64, num_threads=4)
   # Official: AdamW lr 5e-5, eps 1e-8, no weight decay, linear decay to 0,
   # no warm-up, clip 1.0; 5 epochs at batch 64 (~80k steps).
-  c.total_steps = 80_000
-  c.optax = dict(name="adamw", weight_decay=0.0, clip_norm=1.0)
-  c.schedule = dict(lr=5e-5, warmup_steps=0, decay="linear")
-  c.mesh = [("data", -1), ("fsdp", 1)]
-  c.partition_rules = [(".*", "fsdp")]
-  c.checkpoint_every = 10_000
-  c.keep_checkpoints = 2
-  c.log_every = 100
+  common.trainer(c, total_steps=80_000, lr=5e-5, warmup_steps=0, decay="linear",
+                 weight_decay=0.0, clip_norm=1.0, checkpoint_every=10_000, log_every=100)
   c.evals = ml_collections.ConfigDict()
   c.evals.val = dict(
       type="commonsense", every_steps=0, split="val",
@@ -133,11 +128,8 @@ def get_config(arg=None):
     c.model.vit = dict(width=64, depth=2, mlp_dim=128, num_heads=2,
                        patch_size=8, posemb_grid=(8, 8))
     c.input = dict(batch_size=32, num_threads=2)
-    c.total_steps = 300
-    c.optax = dict(name="adamw", weight_decay=0.0, clip_norm=1.0)
-    c.schedule = dict(lr=2e-3, warmup_steps=20, decay="linear")
-    c.checkpoint_every = 300
-    c.log_every = 50
+    common.trainer(c, total_steps=300, lr=2e-3, warmup_steps=20, decay="linear",
+                   weight_decay=0.0, clip_norm=1.0, checkpoint_every=300, log_every=50)
     c.evals.val.update(max_new_tokens=12, batch_size=64,
                        acc50_batch_size=512)
   return c

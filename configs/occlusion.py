@@ -19,6 +19,7 @@ Arg keys (`configs/occlusion.py:variant=B/16,loss=hed,hires=false`):
   offline_16x   train on the 16x offline geometric augmentation.
 """
 
+import common  # configs/common.py
 import ml_collections
 
 from relations.train import config_util
@@ -63,14 +64,9 @@ def get_config(arg=None):
   )
   c.loss = dict(boundary=arg.loss, beta=4.0, gamma=0.5,
                 orientation=arg.orient_loss, w_orientation=1.0)
-  c.total_steps = 50_000                # the paper's unified protocol
-  c.mesh = [("data", -1), ("fsdp", 1)]
-  c.partition_rules = [(".*", "fsdp")]
-  c.optax = dict(name="adamw", weight_decay=0.05, clip_norm=1.0)
-  c.schedule = dict(lr=1e-4, warmup_steps=1_000, decay="cosine")
-  c.checkpoint_every = 2_000
-  c.keep_checkpoints = 2
-  c.log_every = 50
+  # 50k steps: the paper's unified protocol.
+  common.trainer(c, total_steps=50_000, lr=1e-4, warmup_steps=1_000, decay="cosine",
+                 weight_decay=0.05, clip_norm=1.0, checkpoint_every=2_000, log_every=50)
   realoob = arg.dataset == "realoob"
   c.evals = ml_collections.ConfigDict()
   # RealOOB: 2-px border exclusion and validity-aware O-metrics; PIOD / BSDS:
@@ -91,11 +87,8 @@ def get_config(arg=None):
     c.model.vit = dict(width=64, depth=2, mlp_dim=128, num_heads=2,
                        patch_size=8, posemb_grid=(12, 12))
     c.model.update(head_dim=32, fuse_dim=16, hires_channels=8)
-    c.total_steps = 300
-    c.schedule = dict(lr=2e-3, warmup_steps=20, decay="cosine")
-    c.optax = dict(name="adamw", weight_decay=1e-4, clip_norm=1.0)
-    c.checkpoint_every = 300
-    c.log_every = 50
+    common.trainer(c, total_steps=300, lr=2e-3, warmup_steps=20, decay="cosine",
+                   weight_decay=1e-4, clip_norm=1.0, checkpoint_every=300, log_every=50)
     c.evals.test.update(every_steps=0, num_workers=2)
     c.demo = dict(num_train=192, num_test=24, num_hard_negatives=16,
                   size=(96, 96))

@@ -28,6 +28,7 @@ Arg keys (`configs/video_relations.py:tiny,motion=false,queries=8`):
   steps           training steps (0 = the variant's default).
 """
 
+import common  # configs/common.py
 import ml_collections
 
 from relations.train import config_util
@@ -107,19 +108,13 @@ def get_config(arg=None):
       frame_batch=32,
       pair_batch=256,
       # Thresholds of relations/video_relations/tracking.py (module docstring); chosen
-      # on the synthetic validation split (MOTA), see relation_tracker.md.
+      # on the synthetic validation split (MOTA), see relations/video_relations/README.md.
       tracker=dict(det_threshold=0.4, birth_threshold=0.5, nms_iou=0.3,
                    w_app=0.5, w_iou=0.5, match_threshold=0.3, iou_gate=0.1,
                    app_gate=0.7, max_misses=2, min_length=2, ema=0.7),
   )
-  c.total_steps = 60_000
-  c.mesh = [("data", -1), ("fsdp", 1)]
-  c.partition_rules = [(".*", "fsdp")]
-  c.optax = dict(name="adamw", weight_decay=1e-4, clip_norm=0.1)
-  c.schedule = dict(lr=1e-4, warmup_steps=2_000, decay="cosine")
-  c.checkpoint_every = 2_000
-  c.keep_checkpoints = 2
-  c.log_every = 50
+  common.trainer(c, total_steps=60_000, lr=1e-4, warmup_steps=2_000, decay="cosine",
+                 weight_decay=1e-4, clip_norm=0.1, checkpoint_every=2_000, log_every=50)
   c.evals = ml_collections.ConfigDict()
   c.evals.val = dict(type="video_relations", every_steps=10_000,
                      split="validation", groundtruth="", max_videos=0,
@@ -144,23 +139,20 @@ def get_config(arg=None):
                    det_mlp_dim=128, emb_dim=32, rel_hidden=96, roi_size=2,
                    roi_samples=1, refine_size=16, refine_iters=2)
     c.video.update(frame_batch=16, pair_batch=128)
-    c.total_steps = 800
-    c.schedule = dict(lr=2e-3, warmup_steps=30, decay="cosine")
-    c.optax = dict(name="adamw", weight_decay=1e-4, clip_norm=1.0)
-    c.checkpoint_every = 400
-    c.log_every = 50
+    common.trainer(c, total_steps=800, lr=2e-3, warmup_steps=30, decay="cosine",
+                   weight_decay=1e-4, clip_norm=1.0, checkpoint_every=400, log_every=50)
     c.evals.val.update(every_steps=0, prior=True, gifs=2)
     # Relations here last 9-17 frames: short segments, each claiming its
     # central 6 frames (synthetic val, GT tracks: mAP 0.56 -> 0.67 with trim).
     c.video.update(segment_length=12, segment_stride=4, segment_trim=3)
     # Associated relations overshoot: trimming weak ends (0.5) and 1 frame
     # per end was the best of a small grid on 24 *training* videos in both
-    # modes (relation_tracker.md).
+    # modes (relations/video_relations/README.md).
     c.video.update(trim_ratio=0.5, extent_shrink=1)
     c.fsdp_min_size = 2**20
   if arg.paper:
     # VidOR, ViT-B/16 at 224, 2 fps: a 30-frame segment at 30 fps spans 2-3
-    # sampled frames, a 16-frame clip 8 s of video. See relation_tracker.md.
+    # sampled frames, a 16-frame clip 8 s of video. See relations/video_relations/README.md.
     c.data.builder_config = "fps2_short224"
     # At 2 fps a 30-frame segment holds 1-2 sampled frames: clips of 4
     # sampled frames (2 s), 128 clips = 512 frames per step.

@@ -9,6 +9,7 @@ import os
 
 from PIL import Image
 
+from relations import io_util
 from relations.commonsense.task import make_builder
 
 
@@ -119,9 +120,7 @@ def write_report(root: str, gens_dir: str, out_dir: str,
           f"<p>{html.escape(gen_file[0])}</p><table border=1 "
           "cellpadding=4>" + "".join(rows) + "</table></body></html>")
   path = os.path.join(out_dir, "report.html")
-  with open(path + ".tmp", "w", encoding="utf-8") as f:
-    f.write(page)
-  os.replace(path + ".tmp", path)
+  io_util.write_text_atomic(path, page)
   return path
 
 

@@ -27,18 +27,19 @@ and writes `metrics.json` next to the generations. Returns floats only.
 
 from __future__ import annotations
 
-import json
 import os
 
 import jax
 import numpy as np
 
+from relations import io_util
 from relations.commonsense.data.visualcomet import records as records_lib
 from relations.commonsense.metrics import protocol
 from relations.commonsense.metrics import rank
 from relations.commonsense.generation import beam
 from relations.commonsense.generation import decode
 from relations.commonsense.generation import official
+from relations.commonsense import losses
 from relations.commonsense import model as vl_generator
 from relations.commonsense import task
 from relations.commonsense.text import person_tags
@@ -99,7 +100,7 @@ class Evaluator:
         vl_generator.VLDecoder(model, self.layout.prompt_len), self.decode_cfg,
         prompt_len=self.layout.prompt_len)
     self.forward = jax.jit(
-        lambda p, b: vl_generator.sequence_scores(
+        lambda p, b: losses.sequence_scores(
             model.apply({"params": p}, b, train=False)[0], b["labels"]))
 
   # ---------------------------------------------------------------- generation
@@ -131,8 +132,8 @@ class Evaluator:
     first = {}
     for i in range(len(src)):
       ex = src[i]
-      key = (int(ex["event_idx"]), task._s(ex["relation"]),  # pylint: disable=protected-access
-             task._s(ex["inference_text"]))  # pylint: disable=protected-access
+      key = (int(ex["event_idx"]), io_util.as_str(ex["relation"]),
+             io_util.as_str(ex["inference_text"]))
       first.setdefault(key, i)
     cache = {}
 
@@ -211,9 +212,6 @@ class Evaluator:
     if self.ec.get("acc50", True):
       metrics.update(self.acc50(params, annots, outdir))
     metrics["generations_file"] = gen_path
-    tmp = os.path.join(outdir, "metrics.json.tmp")
-    with open(tmp, "w") as f:
-      json.dump(metrics, f, indent=2)
-    os.replace(tmp, os.path.join(outdir, "metrics.json"))
+    io_util.write_json_atomic(os.path.join(outdir, "metrics.json"), metrics, newline=False)
     return {k: float(v) for k, v in metrics.items()
             if isinstance(v, (int, float)) and not isinstance(v, bool)}

@@ -3,7 +3,7 @@
 Usage:
   model = vl_generator.Model(lm_variant="small", visual="features")
   logits, out = model.apply({"params": p}, batch)        # [B, L, V]
-  loss, metrics = vl_generator.lm_loss(logits, batch["labels"])
+  loss, metrics = losses.lm_loss(logits, batch["labels"])   # relations.commonsense.losses
 
 Batch (one example per row; shapes without the batch dim; K = num_slots):
   input_ids        int32 [L]  the official fixed-width layout
@@ -48,42 +48,8 @@ import jax.numpy as jnp
 
 from relations.commonsense import gpt2
 from relations.nn import vit as vit_lib
+from relations.nn.roi_align import roi_align_mean
 
-IGNORE = -1
-
-
-def roi_align_mean(grid: jax.Array, boxes: jax.Array,
-                   samples: int = 4) -> jax.Array:
-  """Mean of bilinear samples of a feature grid inside each box.
-
-  RoI-Align with `aligned=True` coordinates (pixel centres at +0.5) and a
-  `samples` x `samples` grid of sampling points, followed by a spatial mean
-  (all bins are averaged, so only the sampling points matter). Bilinear
-  interpolation is separable, so the mean over points is an outer product of
-  per-axis hat-function weights: no gathers, one einsum.
-
-  Args:
-    grid: [B, H, W, C] features (e.g. ViT `patch_grid`).
-    boxes: [B, K, 4] (x1, y1, x2, y2) as fractions of the image in [0, 1].
-    samples: sampling points per axis.
-
-  Returns:
-    [B, K, C].
-  """
-  _, h, w, _ = grid.shape
-  t = (jnp.arange(samples, dtype=jnp.float32) + 0.5) / samples
-
-  def axis_weights(lo, hi, size):
-    # Sampling coordinates in cell units; cell i covers [i, i + 1).
-    pos = (lo[..., None] + t * (hi - lo)[..., None]) * size - 0.5  # [B,K,S]
-    pos = jnp.clip(pos, 0.0, size - 1.0)
-    cells = jnp.arange(size, dtype=jnp.float32)
-    hat = jnp.maximum(0.0, 1.0 - jnp.abs(pos[..., None] - cells))  # [B,K,S,N]
-    return hat.mean(axis=2)  # [B, K, N]
-
-  wx = axis_weights(boxes[..., 0], boxes[..., 2], w)
-  wy = axis_weights(boxes[..., 1], boxes[..., 3], h)
-  return jnp.einsum("bkh,bkw,bhwc->bkc", wy, wx, grid.astype(jnp.float32))
 
 
 class VisualProjection(nn.Module):
@@ -238,41 +204,6 @@ class VLDecoder:
   def step(self, params, tokens, cache, index, key_mask):
     return self.model.apply({"params": params}, tokens, cache, index, key_mask,
                             method=VLGenerator.step)
-
-
-def token_nll(logits: jax.Array, labels: jax.Array) -> tuple[jax.Array,
-                                                              jax.Array]:
-  """Shifted next-token NLL: position t predicts labels[t + 1].
-
-  Args:
-    logits: [B, L, V].
-    labels: int [B, L], IGNORE (-1) where not labelled.
-
-  Returns:
-    (nll [B, L-1] float32, zero where ignored; valid [B, L-1] bool).
-  """
-  tgt = labels[:, 1:]
-  valid = tgt != IGNORE
-  logp = jax.nn.log_softmax(logits[:, :-1].astype(jnp.float32), -1)
-  nll = -jnp.take_along_axis(logp, jnp.where(valid, tgt, 0)[..., None],
-                             -1)[..., 0]
-  return jnp.where(valid, nll, 0.0), valid
-
-
-def lm_loss(logits, labels) -> tuple[jax.Array, dict[str, jax.Array]]:
-  """Mean NLL over all labelled tokens of the batch (official averaging)."""
-  nll, valid = token_nll(logits, labels)
-  n = valid.sum()
-  loss = nll.sum() / jnp.maximum(n, 1)
-  pred = jnp.argmax(logits[:, :-1], -1)
-  acc = ((pred == labels[:, 1:]) & valid).sum() / jnp.maximum(n, 1)
-  return loss, {"token_accuracy": acc, "num_tokens": n.astype(jnp.float32)}
-
-
-def sequence_scores(logits, labels) -> tuple[jax.Array, jax.Array]:
-  """Per-row (summed NLL [B], labelled tokens [B]) for Acc@50 ranking."""
-  nll, valid = token_nll(logits, labels)
-  return nll.sum(-1), valid.sum(-1)
 
 
 def Model(*, lm_variant: str | None = None, lm: dict | None = None,  # pylint: disable=invalid-name

@@ -27,15 +27,13 @@ import jax.numpy as jnp
 import numpy as np
 from PIL import Image
 
+from relations import io_util
+from relations.commonsense import losses
 from relations.commonsense import model as vl_generator
 from relations.commonsense.text import sequence
 from relations.commonsense.text import tokenizer as tokenizer_lib
 
 FEATURE_DIM = 2048
-
-
-def _s(x) -> str:
-  return x.decode("utf-8") if isinstance(x, bytes) else str(x)
 
 
 # ---------------------------------------------------------------- text setup
@@ -101,12 +99,12 @@ def encode(example, config, *, inference_name: str | None = None,
   tok = tokenizer(config)
   lay = layout(config)
   inp = config.inputs
-  rel = relation or _s(example["relation"])
+  rel = relation or io_util.as_str(example["relation"])
   inf = None
   if with_labels:
-    inf = inference_name if inference_name is not None else _s(
+    inf = inference_name if inference_name is not None else io_util.as_str(
         example["inference_text_name"])
-  enc = sequence.encode(tok, _s(example["event_name"]), _s(example["place"]),
+  enc = sequence.encode(tok, io_util.as_str(example["event_name"]), io_util.as_str(example["place"]),
                         rel, inf, layout=lay, mode=config.loss.mode)
   ids, labels = np.array(enc["input_ids"]), np.array(enc["labels"])
   _mask_segments(ids, labels, lay, tok.eos_id, inp.event and text_given,
@@ -119,7 +117,7 @@ def encode(example, config, *, inference_name: str | None = None,
 
 def _visual(example, config, tok, lay) -> dict[str, np.ndarray]:
   k = lay.num_max_boxes
-  names = [_s(n) for n in example["names"]]
+  names = [io_util.as_str(n) for n in example["names"]]
   dets = np.asarray(example["dets"], np.int64).reshape(-1)
   kept = sequence.slot_dets(dets, k)
   n = 1 + len(kept)
@@ -192,4 +190,4 @@ def loss_fn(model, params, batch, rng, config):
   del config
   logits, _ = model.apply({"params": params}, batch, train=True,
                           rngs={"dropout": rng})
-  return vl_generator.lm_loss(logits, batch["labels"])
+  return losses.lm_loss(logits, batch["labels"])

@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from relations import io_util
 from relations.occlusion.data import preprocess as occlusion_pp
 from relations.occlusion.data import realoob_io
 
@@ -46,18 +47,10 @@ def overlay(image, prob, theta):
 
 
 def _write_rgb(path, rgb):
-  os.makedirs(os.path.dirname(path), exist_ok=True)
   ok, buf = cv2.imencode(".png", np.ascontiguousarray(rgb[..., ::-1]))
   if not ok:
     raise OSError(f"{path}: PNG encoding failed")
-  tmp = path + ".tmp"
-  with open(tmp, "wb") as f:
-    f.write(buf.tobytes())
-  os.replace(tmp, path)
-
-
-def _text(v):
-  return v.decode() if isinstance(v, bytes) else str(v)
+  io_util.write_bytes_atomic(path, buf.tobytes())
 
 
 def predict_and_score(predict, source, outdir, eval_config, write=True):
@@ -83,7 +76,7 @@ def predict_and_score(predict, source, outdir, eval_config, write=True):
   samples = []
   for i in range(n):
     ex = source[i]
-    image_id = _text(ex["id"])
+    image_id = io_util.as_str(ex["id"])
     prob, theta = predict(np.asarray(ex["image"]))
     if not write:
       continue

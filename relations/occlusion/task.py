@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from relations.occlusion.data import preprocess as occlusion_pp
+from relations.occlusion import losses
 from relations.occlusion import model as occlusion_vit
 
 
@@ -80,9 +81,9 @@ def loss_fn(model, params, batch, rng, config):
   mask = batch["mask"]
   lc = config.loss
   if lc.boundary == "hed":
-    lb = occlusion_vit.hed_bce(out["boundary_logits"], batch["boundary"], mask)
+    lb = losses.hed_bce(out["boundary_logits"], batch["boundary"], mask)
   elif lc.boundary == "attention":
-    lb = occlusion_vit.attention_loss(out["boundary_logits"], batch["boundary"],
+    lb = losses.attention_loss(out["boundary_logits"], batch["boundary"],
                                       mask, beta=lc.beta, gamma=lc.gamma)
   else:
     raise ValueError(f"config.loss.boundary: unknown {lc.boundary!r} "
@@ -90,7 +91,7 @@ def loss_fn(model, params, batch, rng, config):
   metrics = {"loss_boundary": lb}
   loss = lb
   if config.model.orientation:
-    lo = occlusion_vit.orientation_loss(
+    lo = losses.orientation_loss(
         out["orientation_vec"], batch["orientation"], batch["valid"] * mask,
         lc.orientation)
     loss = loss + lc.w_orientation * lo

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import os
+import sys
 from typing import Any, Sequence
 
 import ml_collections
@@ -85,7 +86,18 @@ def _load_module(path: str):
   if spec is None or spec.loader is None:
     raise FileNotFoundError(f"Config file not found or not Python: {path}")
   module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
+  # Config files share helpers in their own folder (`import common`): put it first on the path
+  # while this one runs, and forget those helpers afterwards so another folder's copy can load.
+  folder = os.path.dirname(os.path.abspath(path))
+  before = set(sys.modules)
+  sys.path.insert(0, folder)
+  try:
+    spec.loader.exec_module(module)
+  finally:
+    sys.path.remove(folder)
+    for name in set(sys.modules) - before:
+      if os.path.dirname(os.path.abspath(getattr(sys.modules[name], "__file__", None) or "")) == folder:
+        del sys.modules[name]
   return module
 
 

@@ -15,7 +15,7 @@ def run_demo(workdir, num_train=160, num_val=16, overrides=()):
   Writes the official submissions of both modes and of the prior baseline
   under `<workdir>/train/eval/val/`, GIFs of two videos per mode, and scores
   the detected-mode submission once more through the CLI
-  (`python -m relations.evaluate vidor`, which validates it first).
+  (`python -m relations.evaluate video_relations`, which validates it first).
 
   Returns:
     dict of headline metrics: `<mode>/<metric>` for modes groundtruth,
@@ -45,7 +45,7 @@ def run_demo(workdir, num_train=160, num_val=16, overrides=()):
                        "--prediction", sub, "--protocol",
                        config.video.protocol, "--output", cli_json])
   if rc != 0:
-    raise RuntimeError(f"python -m relations.evaluate vidor failed on {sub} "
+    raise RuntimeError(f"python -m relations.evaluate video_relations failed on {sub} "
                        f"(exit {rc})")
   keys = [f"{m}/{k}" for m in ("groundtruth", "detected", "prior")
           for k in DEMO_HEADLINE]

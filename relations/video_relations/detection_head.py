@@ -28,7 +28,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from relations.video_relations import relation_head
+from relations.nn import roi_align
 
 
 def inverse_sigmoid(x, eps=1e-5):
@@ -74,7 +74,7 @@ class PixelRefiner(nn.Module):
     half = 0.5 * self.context * wh
     window = jnp.concatenate([c - half, c + half], -1)
     idx = jnp.broadcast_to(jnp.arange(n)[:, None], (n, q))
-    crop = relation_head.roi_align(frames, idx, window, self.size, 1)
+    crop = roi_align.roi_align(frames, idx, window, self.size, 1)
     x = crop.reshape(n * q, self.size, self.size, frames.shape[-1])
     x = nn.gelu(nn.Conv(16, (3, 3), name="conv_0")(x))
     x = nn.gelu(nn.Conv(32, (3, 3), strides=2, name="conv_1")(x))

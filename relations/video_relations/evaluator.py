@@ -19,6 +19,7 @@ import os
 import jax
 import numpy as np
 
+from relations import io_util
 from relations.video_relations.data import categories as vrd_categories
 from relations.video_relations.metrics import io as vrd_io
 from relations.video_relations.metrics import scoring
@@ -43,10 +44,6 @@ def names(dataset):
             vrd_categories.VIDOR_PREDICATES)
   return (vrd_categories.VIDVRD_OBJECT_CATEGORIES,
           vrd_categories.VIDVRD_PREDICATES)
-
-
-def _str(x):
-  return x.decode() if isinstance(x, bytes) else str(x)
 
 
 def detection_frames(example, det):
@@ -139,7 +136,7 @@ class Evaluator:
     n_gif = int(self.ec.get("gifs", 0))
     for i in range(n):
       ex = ds[i]
-      vid = _str(ex["video_id"])
+      vid = io_util.as_str(ex["video_id"])
       raw_frames = np.asarray(ex["frames"])
       frames = video_relations.frames_to_model(
           raw_frames, self.config.input.image_size)
@@ -186,7 +183,7 @@ class Evaluator:
     k = int(self.config.video.predicates_per_pair)
     for i in range(n):
       ex = ds[i]
-      res[_str(ex["video_id"])] = submission.cut_per_video(
+      res[io_util.as_str(ex["video_id"])] = submission.cut_per_video(
           prior_baseline.predict_video(ex, counts, self.categories, k),
           self.config.video.protocol)
     path = os.path.join(self.workdir, f"submission_prior_step{step}.json")

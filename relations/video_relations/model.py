@@ -10,7 +10,7 @@ One linen module with three entry points (all pure, jittable):
 
 Tracking, association and submission writing run on the host
 (`relations.video_relations`); the task glue is `relations.video_relations.task`.
-Cost per step and training-time estimates: `relation_tracker.md`.
+Cost per step and training-time estimates: `relations/video_relations/README.md`.
 """
 
 import flax.linen as nn

@@ -2,7 +2,7 @@
 
 For each pair and each of the `L` sampled frames of a temporal segment:
 RoI-aligned features of the subject, the object and their union box, pooled
-from the ViT patch grid (`roi_align`, bilinear, jitted), plus relative
+from the ViT patch grid (`relations.nn.roi_align`, bilinear, jitted), plus relative
 geometry (position, size, overlap). The per-frame pair features are pooled
 over the frames where both are visible (mean and max); relative motion over
 the segment (velocities, approach speed, change of distance and scale) and
@@ -13,51 +13,12 @@ Boxes are normalised xyxy in [0, 1] of the frame.
 """
 
 import flax.linen as nn
-import jax
 import jax.numpy as jnp
+
+from relations.nn.roi_align import roi_align
 
 NUM_GEOMETRY = 14
 NUM_MOTION = 12
-
-
-def roi_align(grid, frame_idx, boxes, size=2, samples=2):
-  """Bilinear RoI pooling from a patch grid.
-
-  Args:
-    grid: `[T, h, w, D]` features of T frames.
-    frame_idx: `[...]` int frame of each box.
-    boxes: `[..., 4]` normalised xyxy boxes.
-    size: output bins per side.
-    samples: bilinear samples per bin side (averaged).
-
-  Returns:
-    `[..., size * size, D]` pooled features.
-  """
-  t, h, w, d = grid.shape
-  flat = grid.reshape(t * h * w, d)
-  k = size * samples
-  u = (jnp.arange(k) + 0.5) / k                          # [k]
-  x = boxes[..., 0:1] + u * (boxes[..., 2:3] - boxes[..., 0:1])   # [..., k]
-  y = boxes[..., 1:2] + u * (boxes[..., 3:4] - boxes[..., 1:2])
-  # Patch (i, j) covers [j/w, (j+1)/w): its centre is at grid coordinate j.
-  gx = jnp.clip(x * w - 0.5, 0, w - 1)
-  gy = jnp.clip(y * h - 0.5, 0, h - 1)
-  x0 = jnp.floor(gx).astype(jnp.int32)
-  y0 = jnp.floor(gy).astype(jnp.int32)
-  x1 = jnp.minimum(x0 + 1, w - 1)
-  y1 = jnp.minimum(y0 + 1, h - 1)
-  wx = gx - x0
-  wy = gy - y0
-  base = frame_idx[..., None, None] * (h * w)
-  def gather(yy, xx):
-    idx = base + yy[..., :, None] * w + xx[..., None, :]   # [..., k, k]
-    return flat[idx]                                       # [..., k, k, D]
-  wy_, wx_ = wy[..., :, None, None], wx[..., None, :, None]
-  val = (gather(y0, x0) * (1 - wy_) * (1 - wx_) + gather(y0, x1) * (1 - wy_) * wx_
-         + gather(y1, x0) * wy_ * (1 - wx_) + gather(y1, x1) * wy_ * wx_)
-  lead = val.shape[:-3]
-  val = val.reshape(*lead, size, samples, size, samples, d).mean((-4, -2))
-  return val.reshape(*lead, size * size, d)
 
 
 def _cwh(b):

@@ -15,9 +15,10 @@ in the target directory and renamed, so a reader never sees half a file.
 import json
 import lzma
 import os
-import tempfile
 
 import numpy as np
+
+from relations import io_util
 
 # Per-video limits of the two protocols: the VRU'20 scorer
 # keeps the top 200 per video; the VRU'19 rules accepted at most 2000.
@@ -78,18 +79,8 @@ def make_submission(results, external_data=None):
 def write_json_atomic(obj, path):
   """Writes JSON (xz-compressed if `path` ends in .xz) via temp + rename."""
   path = os.fspath(path)
-  d = os.path.dirname(os.path.abspath(path))
-  os.makedirs(d, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp_", suffix=".json")
-  try:
-    with os.fdopen(fd, "wb") as f:
-      data = json.dumps(obj, separators=(",", ":")).encode()
-      f.write(lzma.compress(data) if path.endswith(".xz") else data)
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-    raise
+  data = json.dumps(obj, separators=(",", ":")).encode()
+  io_util.write_bytes_atomic(path, lzma.compress(data) if path.endswith(".xz") else data)
   return path
 
 

@@ -4,12 +4,12 @@ Each sampled frame shows the trajectories (box, id and category) and the
 highest-scored relations active at that native frame.
 """
 
-import os
-import tempfile
 
 import numpy as np
 from PIL import Image
 from PIL import ImageDraw
+
+from relations import io_util
 
 _COLOURS = [(230, 25, 75), (60, 180, 75), (255, 225, 25), (0, 130, 200),
             (245, 130, 48), (145, 30, 180), (70, 240, 240), (240, 50, 230),
@@ -61,16 +61,7 @@ def draw_frames(frames, frame_indices, width, height, tracks, categories,
 
 def write_gif(images, path, fps=6.0):
   """Writes PIL images as a looping GIF (temporary name, then rename)."""
-  d = os.path.dirname(os.path.abspath(path))
-  os.makedirs(d, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp_", suffix=".gif")
-  os.close(fd)
-  try:
+  with io_util.atomic_path(path) as tmp:
     images[0].save(tmp, save_all=True, append_images=images[1:],
-                   duration=int(1000 / fps), loop=0)
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-    raise
+                   duration=int(1000 / fps), loop=0, format="GIF")
   return path

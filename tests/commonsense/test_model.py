@@ -8,6 +8,7 @@ import pytest
 from relations.commonsense.generation import beam
 from relations.commonsense.generation import decode
 from relations.commonsense import gpt2
+from relations.commonsense import losses
 from relations.commonsense import model as vl_generator
 from tests.commonsense.random_params import random_params
 
@@ -53,22 +54,6 @@ def _fn(model, method=None):
   """Jitted `model.apply({"params": p}, *args, method=method)` (eager calls of
   a transformer dispatch op by op and cost seconds each on CPU)."""
   return jax.jit(lambda p, *a: model.apply({"params": p}, *a, method=method))
-
-
-def test_roi_align_mean_is_exact_on_a_linear_grid():
-  h, w = 4, 8
-  xs = jnp.broadcast_to(jnp.arange(w, dtype=jnp.float32)[None, :, None],
-                        (h, w, 1))
-  grid = jnp.concatenate([xs, jnp.ones_like(xs)], -1)[None]  # [1, h, w, 2]
-  boxes = jnp.array([[[0, 0, 1, 1], [2 / w, 0, 3 / w, 1],
-                      [0.25, 0.5, 0.75, 1.0]]], jnp.float32)
-  out = np.asarray(vl_generator.roi_align_mean(grid, boxes, samples=4))
-  # Whole image: sample x = 8 * (k + .5) / 4 - .5 = 0.5, 2.5, 4.5, 6.5.
-  np.testing.assert_allclose(out[0, 0], [3.5, 1.0], atol=1e-6)
-  # Cell column 2: samples 1.625 .. 2.375, mean 2.
-  np.testing.assert_allclose(out[0, 1], [2.0, 1.0], atol=1e-6)
-  # x in [2, 6): samples 2 + (k + .5) - .5 = 2, 3, 4, 5 -> 3.5.
-  np.testing.assert_allclose(out[0, 2], [3.5, 1.0], atol=1e-6)
 
 
 def test_slots_overwrite_image_positions_with_pg_and_subject():
@@ -131,12 +116,12 @@ def test_lm_loss_and_sequence_scores_on_known_values():
   logits = jnp.log(jnp.array([[[0.5, 0.25, 0.25], [0.1, 0.8, 0.1],
                                [1 / 3, 1 / 3, 1 / 3]]]))
   labels = jnp.array([[-1, 0, 1]])  # pos 0 predicts 0 (p .5), pos 1 -> 1 (.8)
-  loss, m = vl_generator.lm_loss(logits, labels)
+  loss, m = losses.lm_loss(logits, labels)
   want = (np.log(2) - np.log(0.8)) / 2
   np.testing.assert_allclose(loss, want, rtol=1e-6)
   assert float(m["num_tokens"]) == 2
   np.testing.assert_allclose(m["token_accuracy"], 1.0)
-  s, n = vl_generator.sequence_scores(logits, labels)
+  s, n = losses.sequence_scores(logits, labels)
   np.testing.assert_allclose(s, [np.log(2) - np.log(0.8)], rtol=1e-6)
   assert int(n[0]) == 2
 
@@ -209,7 +194,7 @@ def test_vit_slots_train_the_vit():
 
   def loss(p):
     logits, _ = model.apply({"params": p}, batch)
-    return vl_generator.lm_loss(logits, batch["labels"])[0]
+    return losses.lm_loss(logits, batch["labels"])[0]
 
   @jax.jit
   def grads_and_embeddings(p):

@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from relations.occlusion import losses
 from relations.occlusion import model as occlusion_vit
 
 TINY_VIT = dict(width=16, depth=1, mlp_dim=32, num_heads=2, patch_size=8,
@@ -49,7 +50,7 @@ def test_hed_bce_exact_value():
   alpha = 2 / 3  # 2 of 3 real pixels are negatives
   want = (alpha * _bce(p[0, 0, 0], 1) + (1 - alpha) * (
       _bce(p[0, 0, 1], 0) + _bce(p[0, 1, 0], 0))) / 3
-  got = occlusion_vit.hed_bce(logits, target, mask)
+  got = losses.hed_bce(logits, target, mask)
   assert float(got) == pytest.approx(want, rel=1e-6)
 
 
@@ -62,7 +63,7 @@ def test_attention_loss_exact_value():
   want = (alpha * beta ** ((1 - p[0]) ** gamma) * _bce(p[0], 1)
           + (1 - alpha) * beta ** (p[1] ** gamma) * _bce(p[1], 0)
           + (1 - alpha) * beta ** (p[2] ** gamma) * _bce(p[2], 0)) / 3
-  got = occlusion_vit.attention_loss(logits, target, mask, beta, gamma)
+  got = losses.attention_loss(logits, target, mask, beta, gamma)
   assert float(got) == pytest.approx(want, rel=1e-5)
 
 
@@ -71,14 +72,14 @@ def test_orientation_losses_wrap_and_use_valid_only():
   pred = np.array([-np.pi + 0.1, 0.3, -1.0])  # errors 0.2 (wrapped), 0, big
   vec = np.stack([np.cos(pred), np.sin(pred)], -1)[None, None] * 3.0
   valid = np.array([[[1.0, 1.0, 0.0]]], np.float32)  # last one not supervised
-  cos = occlusion_vit.orientation_loss(vec, theta, valid, "cosine")
+  cos = losses.orientation_loss(vec, theta, valid, "cosine")
   assert float(cos) == pytest.approx((1 - np.cos(0.2)) / 2, abs=1e-6)
-  sl1 = occlusion_vit.orientation_loss(vec, theta, valid, "smooth_l1")
+  sl1 = losses.orientation_loss(vec, theta, valid, "smooth_l1")
   assert float(sl1) == pytest.approx(0.5 * 0.2**2 / 2, abs=1e-6)
-  none = occlusion_vit.orientation_loss(vec, theta, np.zeros_like(valid))
+  none = losses.orientation_loss(vec, theta, np.zeros_like(valid))
   assert float(none) == 0.0
   with pytest.raises(ValueError, match="unknown kind 'l2'"):
-    occlusion_vit.orientation_loss(vec, theta, valid, "l2")
+    losses.orientation_loss(vec, theta, valid, "l2")
 
 
 def test_gradients_reach_every_parameter():
@@ -90,9 +91,9 @@ def test_gradients_reach_every_parameter():
 
   def loss(p):
     out = model.apply({"params": p}, x)
-    return (occlusion_vit.attention_loss(out["boundary_logits"], y,
+    return (losses.attention_loss(out["boundary_logits"], y,
                                          jnp.ones_like(y))
-            + occlusion_vit.orientation_loss(out["orientation_vec"],
+            + losses.orientation_loss(out["orientation_vec"],
                                              y * 1.0, y))
   grads = jax.grad(loss)(params)
   norms = jax.tree.leaves(jax.tree.map(lambda g: float(jnp.abs(g).sum()),

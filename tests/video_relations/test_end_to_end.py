@@ -1,5 +1,5 @@
 """Synthetic VidOR -> TFDS -> trainer -> vrd_predict evaluator -> official
-submission -> validator + `relations.evaluate vidor`; plus exactness of the
+submission -> validator + `relations.evaluate video_relations`; plus exactness of the
 frame mapping (ground-truth tracks reproduce the official GT: mAP 1)."""
 
 import copy

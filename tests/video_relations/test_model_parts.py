@@ -97,26 +97,6 @@ def test_predicate_loss_masks_pairs():
   assert float(got) == pytest.approx(2 * np.log(2), rel=1e-6)
 
 
-def test_roi_align_samples_the_grid_bilinearly():
-  # Grid value = x index + 10 * y index + 100 * frame, one channel.
-  t, h, w = 2, 4, 6
-  grid = (jnp.arange(w)[None, None, :] + 10 * jnp.arange(h)[None, :, None]
-          + 100 * jnp.arange(t)[:, None, None]).astype(jnp.float32)[..., None]
-  box = jnp.array([[0.0, 0.0, 1.0, 1.0], [1 / 6, 1 / 4, 3 / 6, 3 / 4]])
-  out = relation_head.roi_align(grid, jnp.array([1, 0]), box, size=2,
-                                samples=1)
-  # Bin centres of the full frame: x in {1.5/6*6-0.5 = 1.0, 4.0},
-  # y in {0.5, 2.5}; the second box: x {1.5, 2.5}... computed below.
-  def expect(fr, x0, x1, y0, y1):
-    xs = [x0 + (x1 - x0) * (k + 0.5) / 2 for k in range(2)]
-    ys = [y0 + (y1 - y0) * (k + 0.5) / 2 for k in range(2)]
-    return [100 * fr + (x * w - 0.5) + 10 * (y * h - 0.5)
-            for y in ys for x in xs]
-  np.testing.assert_allclose(out[0, :, 0], expect(1, 0, 1, 0, 1), atol=1e-5)
-  np.testing.assert_allclose(out[1, :, 0], expect(0, 1 / 6, 3 / 6, 1 / 4,
-                                                  3 / 4), atol=1e-5)
-
-
 def test_motion_features_signs():
   # Subject moves right towards a static object on its right.
   s = jnp.array([[[0.1, 0.4, 0.2, 0.5], [0.3, 0.4, 0.4, 0.5]]])

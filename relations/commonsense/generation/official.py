@@ -17,11 +17,9 @@ and misalign every later one; our exact scorer rejects it instead.
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from typing import Sequence
 
+from relations import io_util
 from relations.commonsense.data.visualcomet import records as records_lib
 from relations.commonsense.metrics import ptb
 from relations.commonsense.text import tokenizer as tokenizer_lib
@@ -47,10 +45,6 @@ def clean_line_breaks(text: str) -> str:
   return text
 
 
-def _s(x) -> str:
-  return x.decode("utf-8") if isinstance(x, bytes) else str(x)
-
-
 def record(example: dict, token_rows: Sequence[Sequence[int]],
            tok: tokenizer_lib.VisualCometTokenizer) -> dict:
   """One output record from a `generation` builder example and its samples.
@@ -62,9 +56,9 @@ def record(example: dict, token_rows: Sequence[Sequence[int]],
     tok: the tokenizer.
   """
   name2person = records_lib.name2person_from_keys(
-      [_s(k) for k in example["person_keys"]])
-  out = {f: _s(example[f]) for f in FIELDS}
-  out["inference_relation"] = _s(example["relation"])
+      [io_util.as_str(k) for k in example["person_keys"]])
+  out = {f: io_util.as_str(example[f]) for f in FIELDS}
+  out["inference_relation"] = io_util.as_str(example["relation"])
   out["event_idx"] = int(example["event_idx"])
   out["generations"] = [
       clean_line_breaks(tok.decode_generation(list(r), name2person))
@@ -74,14 +68,4 @@ def record(example: dict, token_rows: Sequence[Sequence[int]],
 
 def write(path: str, records: list[dict]) -> None:
   """Writes the list to `path` via a temporary file and a rename."""
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".json", dir=directory)
-  try:
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-      json.dump(records, f)
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-    raise
+  io_util.write_json_atomic(path, records, indent=None, newline=False)

@@ -30,12 +30,12 @@ arrays [B] of summed token NLL (nats) and int arrays [B] of labelled tokens.
 """
 
 import json
-import os
 import random
-import tempfile
 from typing import Callable, Sequence
 
 import numpy as np
+
+from relations import io_util
 
 RELATIONS = ("intent", "before", "after")
 ScoreFn = Callable[[list, list], tuple]
@@ -112,12 +112,9 @@ def build_candidates(annotations: Sequence[dict], num_candidates: int = 50,
 def save_candidates(path: str, queries: list[dict], seed: int,
                     num_candidates: int) -> None:
   """Writes candidate lists as JSON (temporary file, then rename)."""
-  directory = os.path.dirname(os.path.abspath(path))
-  fd, tmp = tempfile.mkstemp(prefix=".tmp_", dir=directory)
-  with os.fdopen(fd, "w") as f:
-    json.dump({"seed": seed, "num_candidates": num_candidates,
-               "queries": queries}, f)
-  os.replace(tmp, path)
+  io_util.write_json_atomic(
+      path, {"seed": seed, "num_candidates": num_candidates, "queries": queries},
+      indent=None, newline=False)
 
 
 def load_candidates(path: str) -> list[dict]:

@@ -31,6 +31,8 @@ import os
 import numpy as np
 import scipy.io
 
+from relations import io_util
+
 
 class OcclusionFormatError(ValueError):
   """An annotation file is missing or does not have the expected structure."""
@@ -216,8 +218,5 @@ def write_bsds_ownership(path, annotators):
 
 
 def _savemat(path, variables):
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  tmp = path + ".tmp"
-  with open(tmp, "wb") as f:
+  with io_util.atomic_path(path) as tmp, open(tmp, "wb") as f:
     scipy.io.savemat(f, variables, do_compression=True)
-  os.replace(tmp, path)

@@ -24,10 +24,11 @@ or rank, or holds values outside the field's code book.
 """
 
 import os
-import tempfile
 
 import cv2
 import numpy as np
+
+from relations import io_util
 
 # Quantisation step of the orientation code: 2*pi / 65535 ~= 9.59e-5 rad.
 ORIENTATION_STEP = 2.0 * np.pi / 65535.0
@@ -141,17 +142,7 @@ def _write_png(path, array):
   ok, buf = cv2.imencode(".png", array)
   if not ok:
     raise OSError(f"{path}: PNG encoding failed")
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".png", dir=directory)
-  try:
-    with os.fdopen(fd, "wb") as f:
-      f.write(buf.tobytes())
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-    raise
+  io_util.write_bytes_atomic(path, buf.tobytes())
 
 
 def _read_binary_mask(path, field):
@@ -280,13 +271,8 @@ def read_split(root, split):
 
 def write_split(root, split, ids):
   """Writes `splits/<split>.txt` atomically, one id per line."""
-  directory = os.path.join(root, SPLITS)
-  os.makedirs(directory, exist_ok=True)
-  path = os.path.join(directory, f"{split}.txt")
-  fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".txt", dir=directory)
-  with os.fdopen(fd, "w", encoding="utf-8") as f:
-    f.write("".join(f"{i}\n" for i in ids))
-  os.replace(tmp, path)
+  path = os.path.join(root, SPLITS, f"{split}.txt")
+  io_util.write_text_atomic(path, "".join(f"{i}\n" for i in ids))
 
 
 def list_ids(root, field=BOUNDARIES):

@@ -43,6 +43,7 @@ import sys
 import cv2
 import numpy as np
 
+from relations import io_util
 from relations.occlusion.data import formats as occlusion_formats
 from relations.occlusion.data import realoob_io
 
@@ -342,11 +343,7 @@ def _write_image(path, rgb):
   ok, buf = cv2.imencode(".png", np.ascontiguousarray(rgb[..., ::-1]))
   if not ok:
     raise OSError(f"{path}: PNG encoding failed")
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  tmp = path + ".tmp"
-  with open(tmp, "wb") as f:
-    f.write(buf.tobytes())
-  os.replace(tmp, path)
+  io_util.write_bytes_atomic(path, buf.tobytes())
 
 
 def scene_seed(seed, split, index):

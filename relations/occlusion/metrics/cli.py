@@ -16,12 +16,11 @@ override either.
 """
 
 import argparse
-import json
 import os
 import sys
-import tempfile
 import time
 
+from relations import io_util
 from relations.occlusion.data import formats as occlusion_formats
 from relations.occlusion.data import realoob_io
 from relations.occlusion.metrics import api
@@ -40,12 +39,7 @@ def format_table(summary, name="prediction"):
 
 
 def _write_json(path, obj):
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".json", dir=directory)
-  with os.fdopen(fd, "w") as f:
-    json.dump(obj, f, indent=1)
-  os.replace(tmp, path)
+  io_util.write_json_atomic(path, obj, indent=1, newline=False)
 
 
 def build_parser():

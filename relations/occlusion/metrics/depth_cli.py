@@ -8,13 +8,12 @@ scale).  `--inverse` marks disparity-like maps (larger = nearer).
 """
 
 import argparse
-import json
 import os
 import sys
-import tempfile
 
 import numpy as np
 
+from relations import io_util
 from relations.occlusion.data import realoob_io
 from relations.occlusion.metrics import depth_probes
 
@@ -100,12 +99,8 @@ def main(argv=None):
   print(format_tables(m))
   print(f"({len(samples)} images)")
   if args.output:
-    d = os.path.dirname(os.path.abspath(args.output))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".json", dir=d)
-    with os.fdopen(fd, "w") as f:
-      json.dump(dict(m, num_images=len(samples), ids=ids), f, indent=1)
-    os.replace(tmp, args.output)
+    io_util.write_json_atomic(args.output, dict(m, num_images=len(samples), ids=ids), indent=1,
+                              newline=False)
     print(f"wrote {args.output}")
   return 0
 

@@ -1,13 +1,13 @@
 """PR-curve plots (boundary PR, orientation PR, orientation accuracy)."""
 
-import os
-import tempfile
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np
+
+from relations import io_util
 
 
 def _iso_f(ax):
@@ -49,14 +49,8 @@ def plot_pr_curves(summary, path, title=""):
   if title:
     fig.suptitle(title)
   fig.tight_layout()
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".png", dir=directory)
-  os.close(fd)
   try:
-    fig.savefig(tmp, dpi=80, format="png")
-    os.replace(tmp, path)
+    with io_util.atomic_path(path) as tmp:
+      fig.savefig(tmp, dpi=80, format="png")
   finally:
     plt.close(fig)
-    if os.path.exists(tmp):
-      os.remove(tmp)

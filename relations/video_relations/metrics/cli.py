@@ -1,6 +1,6 @@
 """VidOR / ImageNet-VidVRD relation detection evaluation CLI.
 
-  python -m relations.evaluate vidor --groundtruth GT --prediction PRED
+  python -m relations.evaluate video_relations --groundtruth GT --prediction PRED
       [--protocol helper|vru20] [--zero-shot TRAIN_GT] [--per-video]
       [--dataset vidor|vidvrd] [--output metrics.json]
 
@@ -38,7 +38,7 @@ def _table(name, result):
 
 def main(argv=None) -> int:
   ap = argparse.ArgumentParser(
-      prog="python -m relations.evaluate vidor",
+      prog="python -m relations.evaluate video_relations",
       description="Video relation detection / tagging, official numbers.")
   ap.add_argument("--groundtruth", required=True)
   ap.add_argument("--prediction", required=True)

@@ -17,14 +17,13 @@ import pytest
 import scipy.io
 
 from relations.occlusion.data import formats as occlusion_formats
+from relations.occlusion.data import occlusion_boundaries
 from relations.occlusion.data import realoob_io as io
 from relations.occlusion.metrics import cli as occlusion_cli
 from relations.occlusion.metrics import api
 from relations.occlusion.metrics import gt_readers
 
-DUMMY = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir,
-                     "relations", "datasets", "occlusion_boundaries",
-                     "dummy_data")
+DUMMY = os.path.join(os.path.dirname(occlusion_boundaries.__file__), "dummy_data")
 H, W = 96, 128
 
 

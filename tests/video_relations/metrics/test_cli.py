@@ -1,4 +1,4 @@
-"""`python -m relations.evaluate vidor ...` end to end on files."""
+"""`python -m relations.evaluate video_relations ...` end to end on files."""
 
 import glob
 import json
