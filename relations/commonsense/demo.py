@@ -13,8 +13,6 @@ from relations import io_util
 from relations.commonsense.task import make_builder
 
 
-_CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "configs",
-                       "commonsense.py")
 MODALITIES = {  # name -> config arg (the must-show rows of Table 2)
     "Event+Place": "variant=tiny,inputs=event_place,pg=false",
     "Image+PG": "variant=tiny,inputs=image,pg=true",
@@ -26,10 +24,10 @@ HEADLINE = ("Bleu_2", "METEOR", "CIDEr", "Acc@50", "Unique", "Novel")
 def demo_config(root: str, arg: str = "variant=tiny", **eval_overrides):
   """The tiny config pointed at `root`/data (synthetic) and `root`/tfds."""
   from relations.train import config_util# pylint: disable=g-import-not-at-top
-  config = config_util.load_config(os.path.abspath(_CONFIG) + ":" + arg)
+  config = config_util.load_config(f"configs/commonsense.py:{arg}", [
+      f"data.manual_dir={os.path.join(root, 'data')}",
+      f"data.data_dir={os.path.join(root, 'tfds')}"])
   with config.unlocked():
-    config.data.manual_dir = os.path.join(root, "data")
-    config.data.data_dir = os.path.join(root, "tfds")
     config.evals.val.update(eval_overrides)
   return config
 

@@ -13,14 +13,11 @@ from relations.occlusion.task import make_builder
 
 
 def _demo_config(root):
-  from relations.train import config_util# pylint: disable=g-import-not-at-top
-  config = config_util.load_config(
-      os.path.join(os.path.dirname(__file__), "..", "..", "configs",
-                   "occlusion.py") + ":tiny")
-  with config.unlocked():
-    config.data.manual_dir = os.path.join(root, "data")
-    config.data.data_dir = os.path.join(root, "tfds")
-  return config
+  """The tiny config pointed at `root`/data (synthetic) and `root`/tfds."""
+  from relations.train import config_util  # pylint: disable=g-import-not-at-top
+  return config_util.load_config("configs/occlusion.py:tiny", [
+      f"data.manual_dir={os.path.join(root, 'data')}",
+      f"data.data_dir={os.path.join(root, 'tfds')}"])
 
 
 def canny_baseline(config, workdir, low=50, high=100, seed=0):
