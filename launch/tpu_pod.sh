@@ -27,6 +27,8 @@ needs 3.11, so uv (pinned, from PyPI) makes a CPython 3.11 environment in ~/.ven
 set up first: if its Python or its install is wrong the launch stops there with that worker's
 message, before anything runs on the other workers. Every worker then trains with
 RELATIONS_JAX_INIT=1, so jax.distributed.initialize() discovers the pod itself.
+uv downloads CPython from python-build-standalone (GitHub); where the workers cannot reach it,
+set UV_PYTHON_INSTALL_MIRROR when running this script and it is passed on to them.
 EOF
 }
 
@@ -72,8 +74,13 @@ run gcloud compute tpus tpu-vm scp "$tarball" "$name":relations.tar.gz --zone "$
 
 # A fresh ~/relations each launch (no stale modules); the environment lives outside it and is
 # reused when a kept pod is launched again.
+# UV_PYTHON_INSTALL_MIRROR, when set here, tells uv on the workers where to get CPython from.
+mirror=""
+if [[ -n "${UV_PYTHON_INSTALL_MIRROR:-}" ]]; then
+  mirror="UV_PYTHON_INSTALL_MIRROR=$(q "$UV_PYTHON_INSTALL_MIRROR") "
+fi
 setup="rm -rf ~/relations && mkdir -p ~/relations && tar -xzf ~/relations.tar.gz -C ~/relations \
-&& bash ~/relations/launch/tpu_worker.sh setup"
+&& ${mirror}bash ~/relations/launch/tpu_worker.sh setup"
 if ! on_workers 0 "$setup"; then
   echo "tpu_pod.sh: setting up worker 0 failed (its message is above); nothing was started on" \
     "the other workers." >&2

@@ -14,7 +14,7 @@ setup  Make the Python the package needs and install this checkout into ~/.venvs
          1. uv from PyPI (`python3 -m pip install --user uv==<pinned>`), because the TPU VM
             image's python3 is 3.10 and the package needs 3.11;
          2. `uv venv --managed-python --python 3.11 --seed`: uv's own CPython 3.11 build
-            (python-build-standalone; set UV_PYTHON_INSTALL_MIRROR where GitHub is not reachable);
+            (python-build-standalone, from GitHub or UV_PYTHON_INSTALL_MIRROR);
          3. `pip install -c constraints.txt -e .[tpu]`, exactly as scripts/demo.sh installs;
          4. checks: Python 3.11, `relations` imports from ~/relations, every installed package
             that constraints.txt pins has the pinned version, and (on a machine with TPU device

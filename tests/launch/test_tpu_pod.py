@@ -130,6 +130,7 @@ def test_wrong_python_or_install_stops_at_worker_0_and_deletes_the_pod(tmp_path,
 
 def test_dry_run_prints_the_commands_and_runs_none(tmp_path):
   env, log, _ = _pod(tmp_path)
+  env["UV_PYTHON_INSTALL_MIRROR"] = "https://mirror.example/pbs dir"
   out = _launch(env, *POD, "--bucket", "gs://b/run", "--dry-run", *TINY, timeout=60)
   assert out.returncode == 0, out.stderr
   assert standins.calls(log, "gcloud") == []
@@ -138,7 +139,8 @@ def test_dry_run_prints_the_commands_and_runs_none(tmp_path):
   text = "\n".join(lines)
   for part in ("gcloud compute tpus tpu-vm create pod-a --zone zone-b --accelerator-type v4-8 "
                "--version tpu-ubuntu2204-base", "--worker=0", "tpu_worker.sh\\ setup",
-               "tpu_worker.sh\\ train\\ --bucket\\ gs://b/run", "tpu-vm delete pod-a"):
+               "tpu_worker.sh\\ train\\ --bucket\\ gs://b/run", "tpu-vm delete pod-a",
+               "UV_PYTHON_INSTALL_MIRROR=https://mirror.example/pbs\\\\\\ dir\\ bash"):
     assert part in text, (part, text)
 
 
