@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Train on a Cloud TPU VM pod: create it, copy this checkout, install, run on every worker, tear down.
+# Train on a Cloud TPU VM pod: create it, copy this checkout, install and train on every worker.
 set -euo pipefail
 
 usage() {
@@ -60,6 +60,7 @@ q() { printf '%q' "$1"; }
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 tarball=$(mktemp -u "${TMPDIR:-/tmp}/relations-XXXXXX").tar.gz
+trap 'rm -f "$tarball"' EXIT
 cleanup() {
   rm -f "$tarball"
   (( keep )) || run gcloud compute tpus tpu-vm delete "$name" --zone "$zone" --quiet

@@ -62,10 +62,11 @@ setup() {
     "($("$venv/bin/python" -V 2>&1 || echo missing))"
   "$venv/bin/python" -m pip install -q -c constraints.txt -e ".[tpu]" ||
     die "step 3: pip install -c constraints.txt -e .[tpu] failed (see pip's message above)"
-  # From / so that `relations` must come from the installed environment, not the current directory.
+  # TPU VMs have /dev/accel* (v2-v4) or /dev/vfio/N (v5e and later); only there is libtpu needed.
   local tpu=0
   if compgen -G "/dev/accel*" >/dev/null || compgen -G "/dev/vfio/[0-9]*" >/dev/null; then tpu=1; fi
-  (cd / && "$venv/bin/python" - "$src" "$tpu" <<'EOF') || die "step 4: the environment at $venv is not the one constraints.txt describes (see above)"
+  # From / so that `relations` must come from the installed environment, not the current directory.
+  (cd / && "$venv/bin/python" - "$src" "$tpu" <<'EOF') ||
 import importlib.metadata as md
 import importlib.util
 import os
@@ -100,6 +101,7 @@ for b in bad:
   print("  " + b, file=sys.stderr)
 sys.exit(1 if bad else 0)
 EOF
+    die "step 4: the environment at $venv does not match constraints.txt (see above)"
   (( tpu )) || echo "tpu_worker.sh on $host: no TPU device files here; libtpu was not checked"
   echo "tpu_worker.sh on $host: $("$venv/bin/python" -V) at $venv, installed with constraints.txt"
 }

@@ -112,7 +112,8 @@ def _gcloud(config: str) -> int:
   if verb == "ssh":
     env = {"HOME": home, "PATH": cfg["worker_path"], "USER": "worker", "LANG": "C.UTF-8",
            **cfg["worker_env"]}
-    return subprocess.run(["bash", "-c", opts["--command"]], cwd=home, env=env).returncode
+    return subprocess.run(["bash", "-c", opts["--command"]], cwd=home, env=env,
+                          check=False).returncode
   print(f"gcloud stand-in: unsupported verb {verb}", file=sys.stderr)
   return 2
 
@@ -151,7 +152,8 @@ def _uv(config: str) -> int:
     return 2
   opts, pos = _options(argv[1:], {"--python", "-p"})
   want = opts.get("--python", opts.get("-p", ""))
-  have = subprocess.run([cfg["real_python"], "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+  have = subprocess.run([cfg["real_python"], "-c",
+                         "import sys; print('%d.%d' % sys.version_info[:2])"],
                         capture_output=True, text=True, check=True).stdout.strip()
   if cfg["mode"] == "no_python" or want != have:
     print(f"error: No download found for request: cpython-{want}-linux-x86_64-gnu",
@@ -209,7 +211,7 @@ def _job_dir(state_dir: str, job_id) -> str:
   return os.path.join(state_dir, f"job{job_id}")
 
 
-def _sbatch_directives(script: str) -> list[str]:
+def sbatch_directives(script: str) -> list[str]:
   """The #SBATCH options of a batch script (sbatch stops reading them at the first command)."""
   out = []
   with open(script) as f:
@@ -231,7 +233,7 @@ def _sbatch(config: str) -> int:
   while i < len(argv) and argv[i].startswith("-"):
     i += 1
   script, args = argv[i], argv[i + 1:]
-  directives = dict(d.split("=", 1) if "=" in d else (d, "") for d in _sbatch_directives(script))
+  directives = dict(d.split("=", 1) if "=" in d else (d, "") for d in sbatch_directives(script))
   for a in argv[:i]:  # command-line options override the script's
     k, _, v = a.partition("=")
     directives[k] = v

@@ -185,6 +185,6 @@ def test_missing_environment_is_reported_before_any_step(tmp_path):
 
 
 def test_header_asks_for_the_step_signal_requeue_and_append():
-  directives = standins._sbatch_directives(os.path.join(ROOT, SCRIPT))  # pylint: disable=protected-access
+  directives = standins.sbatch_directives(os.path.join(ROOT, SCRIPT))
   assert "--signal=TERM@600" in directives  # no "B:": the steps' tasks, not the batch shell
   assert "--requeue" in directives and "--open-mode=append" in directives

@@ -26,7 +26,7 @@ TINY = ["--config", "configs/occlusion.py:tiny", "--", "--config.total_steps=2",
 
 def _pinned(path, pattern):
   with open(os.path.join(ROOT, path)) as f:
-    return re.search(pattern, f.read(), re.M).group(1)
+    return re.search(pattern, f.read(), re.MULTILINE).group(1)
 
 
 UV_VERSION = _pinned("launch/tpu_worker.sh", r"^UV_VERSION=(\S+)$")
@@ -58,7 +58,7 @@ def _pod(tmp_path, uv_mode="", pip_mode=""):
 
 def _launch(env, *args, timeout=600):
   return subprocess.run(["bash", SCRIPT, *args], cwd=ROOT, env=env, capture_output=True,
-                        text=True, timeout=timeout)
+                        text=True, timeout=timeout, check=False)
 
 
 def _verbs(log):
@@ -99,7 +99,7 @@ def test_worker_gets_python_311_installed_with_constraints_and_trains(tmp_path):
                                         ".[tpu]"]] * 2
   assert all(c["cwd"] == str(src) and c["prefix"] == str(venv) for c in pips)
   # 4. and the checks passed, on each setup.
-  assert out.stdout.count(f"Python 3.11.") == 2 and "installed with constraints.txt" in out.stdout
+  assert out.stdout.count("Python 3.11.") == 2 and "installed with constraints.txt" in out.stdout
 
   # Training ran from the checkout on the worker with the bucket's workdir and data directory.
   with open(bucket / "workdir" / "train_summary.json") as f:
@@ -116,7 +116,7 @@ def test_worker_gets_python_311_installed_with_constraints_and_trains(tmp_path):
 ])
 def test_wrong_python_or_install_stops_at_worker_0_and_deletes_the_pod(tmp_path, uv_mode,
                                                                         pip_mode, message):
-  env, log, home = _pod(tmp_path, uv_mode=uv_mode, pip_mode=pip_mode)
+  env, log, _ = _pod(tmp_path, uv_mode=uv_mode, pip_mode=pip_mode)
   out = _launch(env, *POD, "--bucket", str(tmp_path / "bucket"), *TINY, timeout=300)
   assert out.returncode == 1, out.stderr[-3000:]
   assert message in out.stderr, out.stderr[-3000:]
@@ -137,8 +137,8 @@ def test_dry_run_prints_the_commands_and_runs_none(tmp_path):
   lines = out.stdout.splitlines()
   assert all(line.startswith("+ ") for line in lines), lines
   text = "\n".join(lines)
-  for part in ("gcloud compute tpus tpu-vm create pod-a --zone zone-b --accelerator-type v4-8 "
-               "--version tpu-ubuntu2204-base", "--worker=0", "tpu_worker.sh\\ setup",
+  for part in (("gcloud compute tpus tpu-vm create pod-a --zone zone-b --accelerator-type v4-8 "
+                "--version tpu-ubuntu2204-base"), "--worker=0", "tpu_worker.sh\\ setup",
                "tpu_worker.sh\\ train\\ --bucket\\ gs://b/run", "tpu-vm delete pod-a",
                "UV_PYTHON_INSTALL_MIRROR=https://mirror.example/pbs\\\\\\ dir\\ bash"):
     assert part in text, (part, text)
