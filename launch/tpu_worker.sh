@@ -15,7 +15,7 @@ setup  Make the Python the package needs and install this checkout into ~/.venvs
             image's python3 is 3.10 and the package needs 3.11;
          2. `uv venv --managed-python --python 3.11 --seed`: uv's own CPython 3.11 build
             (python-build-standalone, from GitHub or UV_PYTHON_INSTALL_MIRROR);
-         3. `pip install -c constraints.txt -e .[tpu]`, exactly as scripts/demo.sh installs;
+         3. `pip install -c constraints.txt -e .[tpu]`, pinned as scripts/demo.sh installs;
          4. checks: Python 3.11, `relations` imports from ~/relations, every installed package
             that constraints.txt pins has the pinned version, and (on a machine with TPU device
             files) libtpu is installed.
@@ -26,7 +26,8 @@ train  `python -m relations.train` with RELATIONS_JAX_INIT=1 (jax.distributed di
 EOF
 }
 
-# uv is pinned so that every worker (and every launch) gets the same CPython 3.11 build.
+# uv is pinned so that every worker (and every launch) gets the same CPython 3.11 build
+# (uv 0.13.9 asks for cpython-3.11.18, python-build-standalone release 20261110).
 UV_VERSION=0.13.9
 PYTHON_VERSION=3.11
 src="$HOME/relations"

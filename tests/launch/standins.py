@@ -27,6 +27,13 @@ tool's job that the launch scripts depend on:
   itself SIGKILLs the tasks, and other signals are forwarded.
 - scontrol: `requeue ID` is recorded only; the test starts the requeued run (`restart`).
 
+Not emulated, so not tested here: Google Cloud itself (pod creation, ssh and scp to several
+workers at once and how gcloud combines their exit codes, the TPU VM image and its python3/pip,
+uv's CPython download, PyPI, libtpu and TPU devices, jax.distributed discovering a pod from the
+TPU metadata); SLURM's scheduler (the real timing of --signal, KillWait, several nodes and tasks,
+srun --kill-on-bad-exit across nodes, what a requeued job waits for before it starts again, and
+sbatch options given as two words such as `--nodes 2`).
+
 This module imports only the standard library: the stand-ins run it with `python -S`.
 """
 
