@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Train a config on this machine with the project's virtual environment.
-#
-#   launch/local.sh configs/occlusion.py:tiny /tmp/run [--config.total_steps=100 ...]
-#
-# Extra arguments go to `python -m relations.train` unchanged.
+# Train a config on this machine with the project's virtual environment (see --help).
 set -euo pipefail
 usage() {
-  sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'
+  cat <<'EOF'
+Usage: launch/local.sh CONFIG WORKDIR [ARGS...]
+  e.g. launch/local.sh configs/occlusion.py:tiny /tmp/run [--config.total_steps=100 ...]
+
+Train CONFIG on this machine with the project's virtual environment (PYTHON overrides the
+interpreter; default ./.venv/bin/python, else python3). ARGS go to `python -m relations.train`
+unchanged.
+EOF
 }
-if [[ $# -lt 2 || "$1" == "-h" || "$1" == "--help" ]]; then usage; exit $(( $# < 2 ? 2 : 0 )); fi
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then usage; exit 0; fi
+if [[ $# -lt 2 ]]; then usage >&2; exit 2; fi
 config=$1; workdir=$2; shift 2
 root=$(cd "$(dirname "$0")/.." && pwd)
 py="${PYTHON:-$root/.venv/bin/python}"

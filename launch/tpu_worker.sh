@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Runs on each Cloud TPU VM worker; launch/tpu_pod.sh starts it over `gcloud ... ssh`.
+set -euo pipefail
+
+usage() {
+  cat <<'EOF'
+Usage: bash ~/relations/launch/tpu_worker.sh setup
+       bash ~/relations/launch/tpu_worker.sh train --bucket URL --config CONFIG [-- ARGS...]
+
+Runs on one Cloud TPU VM worker, from the checkout that launch/tpu_pod.sh unpacked in ~/relations.
+
+setup  Make the Python the package needs and install this checkout into ~/.venvs/relations
+       (RELATIONS_VENV overrides the place):
+         1. uv from PyPI (`python3 -m pip install --user uv==<pinned>`), because the TPU VM
+            image's python3 is 3.10 and the package needs 3.11;
+         2. `uv venv --managed-python --python 3.11 --seed`: uv's own CPython 3.11 build
+            (python-build-standalone, from GitHub or UV_PYTHON_INSTALL_MIRROR);
+         3. `pip install -c constraints.txt -e .[tpu]`, pinned as scripts/demo.sh installs;
+         4. checks: Python 3.11, `relations` imports from ~/relations, every installed package
+            that constraints.txt pins has the pinned version, and (on a machine with TPU device
+            files) libtpu is installed.
+       Any failure stops with a message that names this worker and the step.
+train  `python -m relations.train` with RELATIONS_JAX_INIT=1 (jax.distributed discovers the pod),
+       --workdir URL/workdir and the TFDS data directory URL/tensorflow_datasets. ARGS go to the
+       trainer unchanged.
+EOF
+}
+
+# uv is pinned so that every worker (and every launch) gets the same CPython 3.11 build
+# (uv 0.13.9 asks for cpython-3.11.18, python-build-standalone release 20261110).
+UV_VERSION=0.13.9
+PYTHON_VERSION=3.11
+src="$HOME/relations"
+venv="${RELATIONS_VENV:-$HOME/.venvs/relations}"
+host=$(hostname 2>/dev/null || echo worker)
+
+die() { echo "tpu_worker.sh on $host: $*" >&2; exit 1; }
+
+python_ok() {
+  [[ -x "$venv/bin/python" ]] &&
+    "$venv/bin/python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null
+}
+
+setup() {
+  [[ -f "$src/pyproject.toml" && -f "$src/constraints.txt" ]] ||
+    die "$src is not a relations checkout (no pyproject.toml or constraints.txt)"
+  cd "$src"
+  command -v python3 >/dev/null || die "no python3 on PATH to install uv with"
+  local uv
+  uv="$(python3 -c 'import site; print(site.getuserbase())')/bin/uv"  # where pip --user puts it
+  if [[ ! -x "$uv" || "$("$uv" --version 2>/dev/null)" != "uv $UV_VERSION"* ]]; then
+    python3 -m pip --version >/dev/null 2>&1 ||
+      die "python3 has no pip to install uv with (sudo apt-get install -y python3-pip)"
+    python3 -m pip install --user -q "uv==$UV_VERSION" ||
+      die "step 1: could not install uv==$UV_VERSION from PyPI"
+    [[ -x "$uv" ]] || die "step 1: pip installed uv but $uv does not exist"
+  fi
+  if ! python_ok; then
+    "$uv" venv --clear --seed --managed-python --python "$PYTHON_VERSION" "$venv" ||
+      die "step 2: uv could not create a Python $PYTHON_VERSION environment at $venv"
+  fi
+  python_ok || die "step 2: $venv/bin/python is not Python $PYTHON_VERSION" \
+    "($("$venv/bin/python" -V 2>&1 || echo missing))"
+  "$venv/bin/python" -m pip install -q -c constraints.txt -e ".[tpu]" ||
+    die "step 3: pip install -c constraints.txt -e .[tpu] failed (see pip's message above)"
+  # TPU VMs have /dev/accel* (v2-v4) or /dev/vfio/N (v5e and later); only there is libtpu needed.
+  local tpu=0
+  if compgen -G "/dev/accel*" >/dev/null || compgen -G "/dev/vfio/[0-9]*" >/dev/null; then tpu=1; fi
+  # From / so that `relations` must come from the installed environment, not the current directory.
+  (cd / && "$venv/bin/python" - "$src" "$tpu" <<'EOF') ||
+import importlib.metadata as md
+import importlib.util
+import os
+import sys
+
+src, tpu = sys.argv[1], sys.argv[2] == "1"
+bad = []
+if sys.version_info[:2] != (3, 11):
+  bad.append(f"Python is {sys.version.split()[0]}, the package needs 3.11")
+spec = importlib.util.find_spec("relations")
+where = os.path.realpath(spec.origin) if spec and spec.origin else None
+if where is None or not where.startswith(os.path.realpath(src) + os.sep):
+  bad.append(f"`import relations` finds {where}, not the checkout in {src}")
+with open(os.path.join(src, "constraints.txt")) as f:
+  for line in f:
+    line = line.split("#", 1)[0].strip()
+    if "==" not in line:
+      continue
+    name, want = (s.strip() for s in line.split("==", 1))
+    try:
+      have = md.version(name)
+    except md.PackageNotFoundError:
+      continue  # not part of this install (e.g. the test extra)
+    if have != want:
+      bad.append(f"{name} {have} is installed, constraints.txt pins {want}")
+for name in ("jax", "jaxlib") + (("libtpu",) if tpu else ()):
+  try:
+    md.version(name)
+  except md.PackageNotFoundError:
+    bad.append(f"{name} is not installed")
+for b in bad:
+  print("  " + b, file=sys.stderr)
+sys.exit(1 if bad else 0)
+EOF
+    die "step 4: the environment at $venv does not match constraints.txt (see above)"
+  (( tpu )) || echo "tpu_worker.sh on $host: no TPU device files here; libtpu was not checked"
+  echo "tpu_worker.sh on $host: $("$venv/bin/python" -V) at $venv, installed with constraints.txt"
+}
+
+train() {
+  local bucket="" config=""
+  while [[ $# -gt 0 ]]; do
+    case "$1" in
+      --bucket) bucket=$2; shift 2;;
+      --config) config=$2; shift 2;;
+      --) shift; break;;
+      *) usage >&2; die "train: unknown argument $1";;
+    esac
+  done
+  [[ -n "$bucket" && -n "$config" ]] || { usage >&2; die "train needs --bucket and --config"; }
+  python_ok || die "no Python $PYTHON_VERSION environment at $venv; run setup first"
+  cd "$src"
+  export RELATIONS_JAX_INIT=1 TFDS_DATA_DIR="$bucket/tensorflow_datasets"
+  exec "$venv/bin/python" -m relations.train --config "$config" --workdir "$bucket/workdir" \
+    --config.data.data_dir="$bucket/tensorflow_datasets" "$@"
+}
+
+case "${1:-}" in
+  setup) shift; setup "$@";;
+  train) shift; train "$@";;
+  -h|--help) usage;;
+  *) usage >&2; exit 2;;
+esac
