@@ -9,6 +9,7 @@ import ml_collections
 import numpy as np
 import pytest
 
+from relations import io_util
 from relations.occlusion.data import realoob_io
 from relations.occlusion.data.occlusion_boundaries import make_dummy_data
 from relations.occlusion import evaluator as occlusion_predict
@@ -27,7 +28,7 @@ def _config(tmp_path, *overrides):
 def test_gt_as_prediction_scores_one_and_files_are_official(tmp_path):
   config = _config(tmp_path)
   src = occlusion.make_builder(config).as_data_source("test")
-  gts = {occlusion_predict._text(src[i]["id"]): src[i] for i in range(len(src))}  # pylint: disable=protected-access
+  gts = {io_util.as_str(src[i]["id"]): src[i] for i in range(len(src))}
 
   def oracle(image):
     ex = next(e for e in gts.values() if np.array_equal(e["image"], image))
