@@ -10,9 +10,12 @@ GT: an official annotation folder (e.g. `annotation/validation`, or VidVRD
 obj_traj}]}`; a folder is read in the official loaders' `glob` order (the
 mAP's summation order). PRED: a submission `.json` / `.json.xz`.
 
-The submission is validated first (every problem listed at once; format
+The submission is read window by window straight into arrays (no Python
+object per box; `fastjson`), validated on those columns (every problem
+listed at once, the messages of `validate.validate_submission`; format
 errors refuse, quirks the official scorer accepts are warnings and scored
-exactly as it does). Metrics are fractions: mAP, R@50, R@100, P@1, P@5, P@10.
+exactly as it does) and scored chunk by chunk on the arrays
+(`scoring.TableEvaluation`). Metrics are fractions: mAP, R@50, R@100, P@1, P@5, P@10.
 With --zero-shot, the triplets of GT absent from TRAIN_GT define two more
 evaluations: "zero_shot" (zero-shot GT and zero-shot predictions, xdshang
 `evaluate.py`) and "generalized_zero_shot" (zero-shot GT, all predictions,
@@ -22,7 +25,10 @@ the VRU'20 server's `evaluate.py`).
 import argparse
 import sys
 
+import numpy as np
+
 from relations.video_relations.data import annotations as vrd_json
+from relations.video_relations.metrics import fastjson
 from relations.video_relations.metrics import io
 from relations.video_relations.metrics import scoring
 from relations.video_relations.metrics import validate
@@ -34,6 +40,40 @@ def _table(name, result):
   vals = " ".join(f"{v:8.4f}" for v in d.values())
   return (f"{name} ({result.num_videos} videos, {result.num_gt} GT "
           f"relations)\n{head}\n{vals}")
+
+
+def _evaluations(gt, zs_gt, protocol):
+  """[(name, TableEvaluation or None)]: "all", then the zero-shot ones."""
+  out = [("all", scoring.TableEvaluation(gt, protocol))]
+  if zs_gt is not None:
+    for name, filtered in (("zero_shot", True),
+                           ("generalized_zero_shot", False)):
+      out.append((name, scoring.TableEvaluation(
+          zs_gt, protocol, filter_predictions=filtered)
+                  if zs_gt.video_ids else None))
+  return out
+
+
+def _read(path, validator, evaluations, protocol, gt, zs_gt):
+  """One pass over the submission: validation events and, while no GT
+  video has an error, scoring chunk by chunk. Returns (evaluations, whether
+  every chunk was scored)."""
+  complete = True
+  for kind, value in fastjson.scan_document(path):
+    if validator is not None:
+      validator.event(kind, value)
+    if kind == "results_again":
+      evaluations = _evaluations(gt, zs_gt, protocol)
+      complete = True
+    elif kind == "chunk":
+      if validator is not None and validator.errors_in:
+        complete = False          # refused anyway (unless repaired later)
+        continue
+      table = fastjson.chunk_table(value)
+      for _, ev in evaluations:
+        if ev is not None:
+          ev.add(table)
+  return evaluations, complete
 
 
 def main(argv=None) -> int:
@@ -54,25 +94,49 @@ def main(argv=None) -> int:
   args = ap.parse_args(argv)
 
   try:
-    gt = io.load_groundtruth(args.groundtruth, args.dataset)
-    sub = io.load_submission(args.prediction)
-  except (FileNotFoundError, io.SubmissionError,
-          vrd_json.AnnotationError) as e:
+    gt = io.read_groundtruth_table(args.groundtruth, args.dataset)
+    zs_gt = zs = None
+    if args.zero_shot:
+      train = io.read_groundtruth_table(args.zero_shot, args.dataset,
+                                        keep_boxes=False)
+      zs = set(gt.triplets) - set(train.triplets)
+      is_zs = np.asarray([t in zs for t in gt.triplets], bool)
+      zs_gt = gt.select_rows(is_zs[gt.triplet] if len(is_zs) else
+                             np.zeros(len(gt), bool))
+  except (FileNotFoundError, vrd_json.AnnotationError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
-  report = validate.validate_submission(sub, gt, args.protocol,
-                                        args.dataset)
+  counts = {vid: int(gt.bounds[i + 1] - gt.bounds[i])
+            for i, vid in enumerate(gt.video_ids)}
+  validator = validate.ColumnarValidator(counts, args.protocol, args.dataset)
+  try:
+    evaluations, complete = _read(args.prediction, validator,
+                                  _evaluations(gt, zs_gt, args.protocol),
+                                  args.protocol, gt, zs_gt)
+    report = validator.report()
+    if report.ok and not complete:
+      # An error that a repeated video id later replaced: score again.
+      evaluations, _ = _read(args.prediction, None,
+                             _evaluations(gt, zs_gt, args.protocol),
+                             args.protocol, gt, zs_gt)
+  except fastjson.FormatError as e:
+    what = ("malformed JSON" if e.kind == "json" else
+            "cannot decompress / decode")
+    print(f"error: {args.prediction}: {what}: {e.detail}", file=sys.stderr)
+    return 2
+  except OSError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
   if report.problems:
     print(report.summary(), file=sys.stderr)
   if not report.ok:
     print(f"error: {args.prediction}: {len(report.errors)} format errors; "
           "not scored", file=sys.stderr)
     return 1
-  results = sub["results"]
   out = {"protocol": args.protocol, "groundtruth": args.groundtruth,
          "prediction": args.prediction}
   try:
-    res = scoring.evaluate(gt, results, args.protocol)
+    res = evaluations[0][1].result()
     print(_table("all", res))
     if args.official_lines:
       print("\n".join(res.official_lines()))
@@ -82,21 +146,13 @@ def main(argv=None) -> int:
     if args.per_video:
       out["per_video_ap"] = {v: float(ap) for v, ap in res.video_ap.items()}
     if args.zero_shot:
-      try:
-        train = io.load_groundtruth(args.zero_shot, args.dataset)
-      except (FileNotFoundError, vrd_json.AnnotationError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-      zs = scoring.zero_shot_triplets(gt, train)
       out["num_zero_shot_triplets"] = len(zs)
-      for name, generalized in (("zero_shot", False),
-                                ("generalized_zero_shot", True)):
-        g, p = scoring.zero_shot_split(gt, results, zs, generalized)
-        if not g:
+      for name, ev in evaluations[1:]:
+        if ev is None:
           print(f"{name}: no zero-shot ground truth; not scored")
           out[name] = None
           continue
-        r = scoring.evaluate(g, p, args.protocol)
+        r = ev.result()
         print(_table(name, r))
         out[name] = dict(r.as_dict(), num_videos=r.num_videos,
                          num_gt=r.num_gt)
