@@ -19,7 +19,10 @@ exactly as it does) and scored chunk by chunk on the arrays
 With --zero-shot, the triplets of GT absent from TRAIN_GT define two more
 evaluations: "zero_shot" (zero-shot GT and zero-shot predictions, xdshang
 `evaluate.py`) and "generalized_zero_shot" (zero-shot GT, all predictions,
-the VRU'20 server's `evaluate.py`).
+the VRU'20 server's `evaluate.py`). An evaluation the official code could
+not score is reported (exit status 1, "error" in the metrics JSON) and the
+others are still scored. --official-lines prints the official script's six
+lines after each evaluation's table.
 """
 
 import argparse
@@ -135,38 +138,44 @@ def main(argv=None) -> int:
     return 1
   out = {"protocol": args.protocol, "groundtruth": args.groundtruth,
          "prediction": args.prediction}
-  try:
-    res = evaluations[0][1].result()
-    print(_table("all", res))
+  failed = False
+  # Each evaluation stands alone (the official scripts run them
+  # separately): one that cannot be scored does not stop the others.
+  for name, ev in evaluations:
+    if ev is None:
+      print(f"{name}: no zero-shot ground truth; not scored")
+      out[name] = None
+      continue
+    try:
+      res = ev.result()
+    except scoring.ScoringError as e:
+      print(f"error: {args.prediction}: cannot be scored"
+            f"{'' if name == 'all' else f' ({name})'}: {e}", file=sys.stderr)
+      failed = True
+      if name == "all":
+        out["error"] = str(e)
+      else:
+        out[name] = {"error": str(e)}
+      continue
+    print(_table(name, res))
     if args.official_lines:
       print("\n".join(res.official_lines()))
-    out.update(res.as_dict())
-    out.update(num_videos=res.num_videos, num_gt=res.num_gt,
-               num_warnings=len(report.warnings))
+    metrics = dict(res.as_dict(), num_videos=res.num_videos,
+                   num_gt=res.num_gt)
     if args.per_video:
-      out["per_video_ap"] = {v: float(ap) for v, ap in res.video_ap.items()}
-    if args.zero_shot:
-      out["num_zero_shot_triplets"] = len(zs)
-      for name, ev in evaluations[1:]:
-        if ev is None:
-          print(f"{name}: no zero-shot ground truth; not scored")
-          out[name] = None
-          continue
-        r = ev.result()
-        print(_table(name, r))
-        out[name] = dict(r.as_dict(), num_videos=r.num_videos,
-                         num_gt=r.num_gt)
-        if args.per_video:
-          out[name]["per_video_ap"] = {v: float(ap)
-                                       for v, ap in r.video_ap.items()}
-  except scoring.ScoringError as e:
-    print(f"error: {args.prediction}: cannot be scored: {e}",
-          file=sys.stderr)
-    return 1
+      metrics["per_video_ap"] = {v: float(ap)
+                                 for v, ap in res.video_ap.items()}
+    if name == "all":
+      metrics["num_warnings"] = len(report.warnings)
+      out.update(metrics)
+      if args.zero_shot:
+        out["num_zero_shot_triplets"] = len(zs)
+    else:
+      out[name] = metrics
   if args.output:
     io.write_json_atomic(args.output, out)
     print(f"wrote {args.output}")
-  return 0
+  return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -46,8 +46,9 @@ import numpy as np
 from relations.video_relations.metrics import columns
 from relations.video_relations.metrics import json_scan
 
-WINDOW = 64 << 20
-BLOCK = 8 << 20
+WINDOW = 64 << 20                  # initial window (bytes)
+BLOCK = 8 << 20                    # read-ahead block (bytes)
+CAPACITY = (4096, 1 << 16, 1 << 21)   # initial videos, records, boxes
 IRREGULAR = json_scan.IRREGULAR
 WARN = json_scan.WARN
 XZ_MAGIC = b"\xfd7zXZ\x00"
@@ -205,7 +206,7 @@ class _BytesSource:
 class _Outputs:
   """The scanner's output arrays (capacities grow when one video needs)."""
 
-  def __init__(self, videos=4096, rows=1 << 16, boxes=1 << 21):
+  def __init__(self, videos, rows, boxes):
     self.vid_tok = np.zeros((videos, 2), np.int64)
     self.vid_val = np.zeros((videos, 2), np.int64)
     self.vid_list = np.zeros(videos, np.bool_)
@@ -278,7 +279,8 @@ def _chunk(buf, base, out, vocab):
 
 def scan_document(source, groundtruth: bool = False,
                   vocab: Vocabulary | None = None,
-                  window: int = WINDOW) -> Iterator[tuple[str, Any]]:
+                  window: int | None = None
+                  ) -> Iterator[tuple[str, Any]]:
   """Events of a document, read window by window.
 
   Args:
@@ -287,7 +289,7 @@ def scan_document(source, groundtruth: bool = False,
       (instances with subject_tid / object_tid, no score); else a
       submission `{"results": {video_id: [record]}, ...}`.
     vocab: the `Vocabulary` to extend (a new one by default).
-    window: initial window size in bytes.
+    window: initial window size in bytes (default `WINDOW`).
 
   Yields:
     ("chunk", Chunk) whole videos; ("version", value) a top-level
@@ -303,9 +305,9 @@ def scan_document(source, groundtruth: bool = False,
   """
   vocab = vocab or Vocabulary()
   src = (_BytesSource(bytes(source)) if isinstance(
-      source, (bytes, bytearray, memoryview)) else _Source(source))
+      source, (bytes, bytearray, memoryview)) else _Source(source, BLOCK))
   try:
-    yield from _scan(src, groundtruth, vocab, window)
+    yield from _scan(src, groundtruth, vocab, window or WINDOW)
   finally:
     src.close()
 
@@ -317,7 +319,7 @@ def _scan(src, groundtruth, vocab, window):
   pending = b""
   eof = False
   state = np.zeros(5, np.int64)
-  out = _Outputs()
+  out = _Outputs(*CAPACITY)
   while True:
     # Fill the window.
     while filled < len(win) and not eof:
