@@ -26,7 +26,9 @@ lines after each evaluation's table.
 """
 
 import argparse
+import queue
 import sys
+import threading
 
 import numpy as np
 
@@ -57,26 +59,115 @@ def _evaluations(gt, zs_gt, protocol):
   return out
 
 
-def _read(path, validator, evaluations, protocol, gt, zs_gt):
-  """One pass over the submission: validation events and, while no GT
-  video has an error, scoring chunk by chunk. Returns (evaluations, whether
-  every chunk was scored)."""
-  complete = True
-  for kind, value in fastjson.scan_document(path):
-    if validator is not None:
-      validator.event(kind, value)
+class _Consumer:
+  """Validates and scores the events of one pass over the submission.
+
+  Runs in a thread of its own (`run`), fed through a one-slot queue while
+  the main thread scans the next window: the scan and the compiled matcher
+  release the GIL, so the two overlap on two cores.
+  """
+
+  def __init__(self, gt_job, protocol, dataset, validate_too=True):
+    self.gt_job = gt_job
+    self.protocol = protocol
+    self.dataset = dataset
+    self.validate_too = validate_too
+    self.queue = queue.Queue(maxsize=1)
+    self.failed = threading.Event()
+    self.error = None
+    self.validator = None
+    self.evaluations = None
+    self.complete = True
+
+  def run(self):
+    ended = False
+    try:
+      self.gt_job.join()
+      if self.gt_job.error is not None:
+        return
+      gt, zs_gt = self.gt_job.gt, self.gt_job.zs_gt
+      if self.validate_too:
+        counts = {vid: int(gt.bounds[i + 1] - gt.bounds[i])
+                  for i, vid in enumerate(gt.video_ids)}
+        self.validator = validate.ColumnarValidator(counts, self.protocol,
+                                                    self.dataset)
+      self.evaluations = _evaluations(gt, zs_gt, self.protocol)
+      while True:
+        item = self.queue.get()
+        if item is None:
+          ended = True
+          return
+        self._event(*item, gt, zs_gt)
+    except BaseException as e:  # pylint: disable=broad-except
+      self.error = e
+    finally:
+      if not ended:                # stop the scanner, take what it sends
+        self.failed.set()
+        while self.queue.get() is not None:
+          pass
+
+  def _event(self, kind, value, gt, zs_gt):
+    if self.validator is not None:
+      self.validator.event(kind, value)
     if kind == "results_again":
-      evaluations = _evaluations(gt, zs_gt, protocol)
-      complete = True
+      self.evaluations = _evaluations(gt, zs_gt, self.protocol)
+      self.complete = True
     elif kind == "chunk":
-      if validator is not None and validator.errors_in:
-        complete = False          # refused anyway (unless repaired later)
-        continue
+      if self.validator is not None and self.validator.errors_in:
+        self.complete = False        # refused anyway (unless repaired later)
+        return
       table = fastjson.chunk_table(value)
-      for _, ev in evaluations:
+      for _, ev in self.evaluations:
         if ev is not None:
           ev.add(table)
-  return evaluations, complete
+
+
+class _GroundTruthJob(threading.Thread):
+  """Reads the GT (and the training GT's triplets) in a thread: it overlaps
+  the first windows of the submission."""
+
+  def __init__(self, args):
+    super().__init__(daemon=True)
+    self.args = args
+    self.gt = self.zs_gt = self.zs = self.error = None
+
+  def run(self):
+    args = self.args
+    try:
+      self.gt = io.read_groundtruth_table(args.groundtruth, args.dataset)
+      if args.zero_shot:
+        train = io.read_groundtruth_table(args.zero_shot, args.dataset,
+                                          keep_boxes=False)
+        gt = self.gt
+        self.zs = set(gt.triplets) - set(train.triplets)
+        is_zs = np.asarray([t in self.zs for t in gt.triplets], bool)
+        self.zs_gt = gt.select_rows(is_zs[gt.triplet] if len(is_zs) else
+                                    np.zeros(len(gt), bool))
+    except (FileNotFoundError, vrd_json.AnnotationError) as e:
+      self.error = e
+    except BaseException as e:  # pylint: disable=broad-except
+      self.error = e
+
+
+def _pass(path, gt_job, protocol, dataset, validate_too=True):
+  """One pass over the submission; returns the finished `_Consumer`.
+
+  Raises what the scan raises (`fastjson.FormatError`, OSError).
+  """
+  consumer = _Consumer(gt_job, protocol, dataset, validate_too)
+  worker = threading.Thread(target=consumer.run, daemon=True)
+  worker.start()
+  try:
+    for event in fastjson.scan_document(path, detach=True):
+      if consumer.failed.is_set():
+        break
+      consumer.queue.put(event)
+  finally:
+    consumer.queue.put(None)
+    worker.join()
+  if consumer.error is not None:
+    raise consumer.error
+  return consumer
 
 
 def main(argv=None) -> int:
@@ -96,40 +187,34 @@ def main(argv=None) -> int:
                   help="also print the official script's six lines")
   args = ap.parse_args(argv)
 
+  gt_job = _GroundTruthJob(args)
+  gt_job.start()
+  scan_error = None
   try:
-    gt = io.read_groundtruth_table(args.groundtruth, args.dataset)
-    zs_gt = zs = None
-    if args.zero_shot:
-      train = io.read_groundtruth_table(args.zero_shot, args.dataset,
-                                        keep_boxes=False)
-      zs = set(gt.triplets) - set(train.triplets)
-      is_zs = np.asarray([t in zs for t in gt.triplets], bool)
-      zs_gt = gt.select_rows(is_zs[gt.triplet] if len(is_zs) else
-                             np.zeros(len(gt), bool))
-  except (FileNotFoundError, vrd_json.AnnotationError) as e:
-    print(f"error: {e}", file=sys.stderr)
-    return 2
-  counts = {vid: int(gt.bounds[i + 1] - gt.bounds[i])
-            for i, vid in enumerate(gt.video_ids)}
-  validator = validate.ColumnarValidator(counts, args.protocol, args.dataset)
-  try:
-    evaluations, complete = _read(args.prediction, validator,
-                                  _evaluations(gt, zs_gt, args.protocol),
-                                  args.protocol, gt, zs_gt)
-    report = validator.report()
-    if report.ok and not complete:
-      # An error that a repeated video id later replaced: score again.
-      evaluations, _ = _read(args.prediction, None,
-                             _evaluations(gt, zs_gt, args.protocol),
-                             args.protocol, gt, zs_gt)
+    consumer = _pass(args.prediction, gt_job, args.protocol, args.dataset)
   except fastjson.FormatError as e:
     what = ("malformed JSON" if e.kind == "json" else
             "cannot decompress / decode")
-    print(f"error: {args.prediction}: {what}: {e.detail}", file=sys.stderr)
-    return 2
+    scan_error = f"error: {args.prediction}: {what}: {e.detail}"
   except OSError as e:
-    print(f"error: {e}", file=sys.stderr)
+    scan_error = f"error: {e}"
+  gt_job.join()
+  if gt_job.error is not None:
+    if not isinstance(gt_job.error, (FileNotFoundError,
+                                     vrd_json.AnnotationError)):
+      raise gt_job.error
+    print(f"error: {gt_job.error}", file=sys.stderr)
     return 2
+  if scan_error is not None:
+    print(scan_error, file=sys.stderr)
+    return 2
+  zs = gt_job.zs
+  report = consumer.validator.report()
+  evaluations = consumer.evaluations
+  if report.ok and not consumer.complete:
+    # An error that a repeated video id later replaced: score again.
+    evaluations = _pass(args.prediction, gt_job, args.protocol, args.dataset,
+                        validate_too=False).evaluations
   if report.problems:
     print(report.summary(), file=sys.stderr)
   if not report.ok:

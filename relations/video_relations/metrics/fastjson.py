@@ -116,6 +116,8 @@ class Chunk:
     names: [P, 3] int64 ids in `vocab.names` (-1 for irregular rows).
     score, duration [P, 2], flags (kernels.START_INT | END_INT), traj
     [P, 2, 2] (first box, count) per side; boxes [N, 4] float64.
+    raw: None, or (a detached chunk, `buf` None) the bytes of every flagged
+      row, {row: bytes}.
   """
   buf: np.ndarray
   base: int
@@ -133,9 +135,12 @@ class Chunk:
   traj: np.ndarray
   boxes: np.ndarray
   vocab: Vocabulary
+  raw: dict | None = None
 
   def decode(self, row: int) -> Any:
     """The record as `json.load` gives it."""
+    if self.raw is not None:
+      return json.loads(self.raw[row])
     s, e = self.span[row]
     return json.loads(self.buf[s:e].tobytes())
 
@@ -151,8 +156,15 @@ class _Source:
 
   def __init__(self, path: str, block: int = BLOCK):
     self.path = path
-    with open(path, "rb") as f:
-      self.xz = f.read(6).startswith(XZ_MAGIC)
+    self.file = open(path, "rb")  # pylint: disable=consider-using-with
+    self.xz = self.file.read(6).startswith(XZ_MAGIC)
+    self.file.seek(0)
+    self.readinto = None
+    if not self.xz:
+      # Plain files: straight into the window (one copy, no thread).
+      self.readinto = self.file.readinto
+      return
+    self.done = False
     self.q = queue.Queue(maxsize=3)
     self.stop = threading.Event()
     self.thread = threading.Thread(target=self._run, args=(block,),
@@ -180,7 +192,13 @@ class _Source:
         continue
 
   def read(self) -> bytes:
+    if not self.xz:
+      return self.file.read(BLOCK)
+    if self.done:                 # the thread has ended
+      return b""
     item = self.q.get()
+    if not isinstance(item, bytes) or not item:
+      self.done = True
     if isinstance(item, OSError) and not isinstance(item, EOFError):
       raise item
     if isinstance(item, Exception):
@@ -188,10 +206,14 @@ class _Source:
     return item
 
   def close(self):
-    self.stop.set()
+    self.file.close()
+    if self.xz:
+      self.stop.set()
 
 
 class _BytesSource:
+  readinto = None
+
   def __init__(self, data: bytes):
     self.data = data
 
@@ -242,7 +264,7 @@ def _position(buf, base, pos):
   return where
 
 
-def _chunk(buf, base, out, vocab):
+def _chunk(buf, base, out, vocab, detach=False):
   nv, npred, nbox = (int(x) for x in out.counts)
   tok = out.vid_tok[:nv]
   video_ids = [_decode_token(buf[s:e].tobytes()) for s, e in tok.tolist()]
@@ -267,8 +289,13 @@ def _chunk(buf, base, out, vocab):
     tid = np.asarray([vocab.triplet_id(tuple(vocab.names[j] for j in u))
                       for u in uniq.tolist()], np.int64)
     triplet[plain] = tid[inverse.reshape(-1)]
+  raw = None
+  if detach:
+    raw = {r: buf[out.pspan[r, 0]:out.pspan[r, 1]].tobytes()
+           for r in np.flatnonzero(flag).tolist()}
+    buf = None
   return Chunk(
-      buf=buf, base=base, video_ids=video_ids,
+      raw=raw, buf=buf, base=base, video_ids=video_ids,
       is_list=out.vid_list[:nv], value_span=out.vid_val[:nv],
       rows=out.vid_rows[:nv + 1],
       span=out.pspan[:npred], flag=flag, triplet=triplet, names=names,
@@ -279,7 +306,8 @@ def _chunk(buf, base, out, vocab):
 
 def scan_document(source, groundtruth: bool = False,
                   vocab: Vocabulary | None = None,
-                  window: int | None = None
+                  window: int | None = None, detach: bool = False,
+                  capacity: tuple | None = None
                   ) -> Iterator[tuple[str, Any]]:
   """Events of a document, read window by window.
 
@@ -290,6 +318,11 @@ def scan_document(source, groundtruth: bool = False,
       submission `{"results": {video_id: [record]}, ...}`.
     vocab: the `Vocabulary` to extend (a new one by default).
     window: initial window size in bytes (default `WINDOW`).
+    detach: chunks do not refer to the window (`Chunk.raw`) and their
+      arrays stay valid until three more chunks have been yielded, so a
+      consumer thread may work on one while the next ones are scanned.
+    capacity: initial (videos, records, boxes) of the output arrays
+      (default `CAPACITY`; untouched capacity costs address space only).
 
   Yields:
     ("chunk", Chunk) whole videos; ("version", value) a top-level
@@ -307,24 +340,31 @@ def scan_document(source, groundtruth: bool = False,
   src = (_BytesSource(bytes(source)) if isinstance(
       source, (bytes, bytearray, memoryview)) else _Source(source, BLOCK))
   try:
-    yield from _scan(src, groundtruth, vocab, window or WINDOW)
+    yield from _scan(src, groundtruth, vocab, window or WINDOW, detach,
+                     capacity or CAPACITY)
   finally:
     src.close()
 
 
-def _scan(src, groundtruth, vocab, window):
+def _scan(src, groundtruth, vocab, window, detach, capacity):
   win = np.empty(window, np.uint8)
   filled = pos = base = 0
-  utf8_from = 0
   pending = b""
   eof = False
   state = np.zeros(5, np.int64)
-  out = _Outputs(*CAPACITY)
+  outs = [_Outputs(*capacity) for _ in range(3 if detach else 1)]
+  turn = 0
   while True:
     # Fill the window.
     while filled < len(win) and not eof:
+      if not pending and src.readinto is not None:
+        k = src.readinto(memoryview(win)[filled:])
+        if not k:
+          eof = True
+        filled += k
+        continue
       if not pending:
-        pending = src.read()
+        pending = memoryview(src.read())
         if not pending:
           eof = True
           break
@@ -334,17 +374,13 @@ def _scan(src, groundtruth, vocab, window):
       filled += k
     final = eof and not pending
     buf = win[:filled]
-    status, at = json_scan.utf8_check(buf[utf8_from:])
-    if status == 1 or (status == 2 and final):
-      a = utf8_from + int(at)
-      raise FormatError("decode", f"'utf-8' codec can't decode byte "
-                        f"0x{int(buf[a]):02x} at byte {base + a}")
-    utf8_from += int(at)
+    out = outs[turn]
     code, newpos = json_scan.scan_window(buf, final, groundtruth, state, pos,
                                          *out.args())
     code, newpos = int(code), int(newpos)
     if out.counts[0]:
-      yield "chunk", _chunk(buf, base, out, vocab)
+      yield "chunk", _chunk(buf, base, out, vocab, detach)
+      turn = (turn + 1) % len(outs)
     if state[1] >= 0:
       yield "version", json.loads(buf[state[1]:state[2]].tobytes())
     if code == json_scan.DONE:
@@ -357,6 +393,9 @@ def _scan(src, groundtruth, vocab, window):
       yield "annotation", None
       return
     if code in (json_scan.INVALID, json_scan.TOO_DEEP):
+      # json.load decodes the whole file first: a UTF-8 error anywhere
+      # wins over a JSON error (the scanner checks UTF-8 only in strings).
+      _utf8_error(src, buf, base, pending)
       what = ("invalid JSON" if code == json_scan.INVALID else
               f"nesting deeper than {json_scan.MAX_DEPTH} levels")
       raise FormatError("json", f"{what} at {_position(buf, base, newpos)}")
@@ -366,7 +405,7 @@ def _scan(src, groundtruth, vocab, window):
       continue
     if code == json_scan.FULL:
       if not out.counts[0]:
-        out = out.grown()
+        outs[turn] = out.grown()
       pos = newpos
       continue
     # MORE: keep the unscanned tail, read on (a larger window if one
@@ -381,8 +420,30 @@ def _scan(src, groundtruth, vocab, window):
           newpos:filled]
       base += newpos
       filled = tail
-      utf8_from -= newpos
     pos = 0
+
+
+def _utf8_error(src, buf, base, pending):
+  """Raises FormatError("decode") at the first byte of this window and the
+  rest of the document that is not UTF-8."""
+  offset, tail = base, b""
+  data = buf.tobytes()
+  while True:
+    chunk = tail + data
+    status, at = json_scan.utf8_check(np.frombuffer(chunk, np.uint8))
+    at = int(at)
+    if status == 1:
+      raise FormatError("decode", f"'utf-8' codec can't decode byte "
+                        f"0x{chunk[at]:02x} at byte {offset + at}")
+    offset += at
+    tail = chunk[at:]
+    data, pending = (pending, b"") if pending else (src.read(), b"")
+    if not data:
+      if tail:
+        raise FormatError("decode", f"'utf-8' codec can't decode byte "
+                          f"0x{tail[0]:02x} at byte {offset}: unexpected "
+                          "end of data")
+      return
 
 
 def record_values(rec) -> tuple | None:
@@ -486,6 +547,19 @@ def concat_tables(parts: list, order: dict | None = None
     for k, part in enumerate(parts):
       for j, vid in enumerate(part.video_ids):
         order[vid] = (k, j)
+  if len(parts) == 1 and list(order.values()) == [
+      (0, j) for j in range(len(parts[0].video_ids))]:
+    # One part in its own order: no copy, only the triplet ids compacted.
+    part = parts[0]
+    uniq, first, inverse = np.unique(part.triplet, return_index=True,
+                                     return_inverse=True)
+    by_first = np.argsort(first, kind="stable")
+    rank = np.empty(len(uniq), np.int64)
+    rank[by_first] = np.arange(len(uniq))
+    return dataclasses.replace(
+        part, video_ids=list(order),
+        triplets=[part.triplets[u] for u in uniq[by_first].tolist()],
+        triplet=rank[inverse.reshape(-1)])
   row_base = np.cumsum([0] + [len(p) for p in parts])
   box_base = np.cumsum([0] + [len(p.boxes) for p in parts])
   sel, counts = [], []

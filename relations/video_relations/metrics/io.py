@@ -165,9 +165,20 @@ def read_groundtruth_table(path: str, dataset: str | None = None,
   if not os.path.exists(path):
     raise FileNotFoundError(f"{path}: no such file or folder")
   parts, order, errors = [], {}, {}
+  with open(path, "rb") as f:
+    plain = not f.read(6).startswith(fastjson.XZ_MAGIC)
+  size = os.path.getsize(path)
+  # The boxes kept: a plain file in one window, with output arrays it
+  # cannot fill (a box takes >= 9 bytes, a record >= 60): one chunk, no
+  # copies (untouched capacity is address space only).
+  whole = plain and keep_boxes
+  window = size + 1 if whole else None
+  capacity = (size // 7 + 16, size // 60 + 16, size // 9 + 16) if whole else (
+      None)
   try:
     for kind, chunk in fastjson.scan_document(path, groundtruth=True,
-                                              vocab=vocab):
+                                              vocab=vocab, window=window,
+                                              capacity=capacity):
       if kind == "annotation":
         gt = vrd_json.load_groundtruth(path, dataset=dataset)
         return keep(_shared(columns.RelationTable.from_dicts(gt), vocab))
@@ -188,7 +199,7 @@ def read_groundtruth_table(path: str, dataset: str | None = None,
                 {vid: chunk.decode_value(v)}, path)
           except vrd_json.AnnotationError as e:
             errors[vid] = e
-      parts.append(keep(fastjson.chunk_table(chunk, copy=True)))
+      parts.append(keep(fastjson.chunk_table(chunk, copy=window is None)))
       for j, vid in enumerate(chunk.video_ids):
         order[vid] = (len(parts) - 1, j)
   except fastjson.FormatError as e:

@@ -17,6 +17,9 @@ import numpy as np
 # byte array costs an incref / decref pair, which made the scanner ~4x
 # slower (inlining did not remove them).
 _leaf = numba.njit(cache=True, nogil=True, _nrt=False)
+# The per-byte / per-number helpers, inlined by numba into their callers
+# (LLVM alone did not inline them across numba's function boundaries).
+_hot = numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 
 # Return codes of `scan_window`.
 DONE = 0           # the document is complete (final window only)
@@ -145,7 +148,7 @@ def _eisel_lemire(w, q):
   return math.ldexp(float(mantissa), power2 - 1075), True
 
 
-@_leaf
+@_hot
 def _ws(buf, i):
   n = len(buf)
   while i < n:
@@ -185,8 +188,51 @@ def _string_end(buf, i):
       continue
     if c < 32:
       return -1
+    if c >= 0x80:
+      k = _utf8_length(buf, i)
+      if k < 0:
+        return -1
+      i += k
+      continue
     i += 1
   return -1
+
+
+@_leaf
+def _utf8_length(buf, i):
+  """Length of the valid UTF-8 sequence of a non-ASCII byte at i (Python's
+  strict decoder: no overlong forms, surrogates or code points above
+  U+10FFFF), -1 if invalid or cut by the end of buf.
+
+  Strings are the only place JSON allows non-ASCII bytes, so with this
+  check a scanned document is valid UTF-8 (no separate pass over it).
+  """
+  n = len(buf)
+  c = buf[i]
+  if 0xC2 <= c <= 0xDF:
+    k, lo, hi = 1, 0x80, 0xBF
+  elif c == 0xE0:
+    k, lo, hi = 2, 0xA0, 0xBF
+  elif 0xE1 <= c <= 0xEC or c == 0xEE or c == 0xEF:
+    k, lo, hi = 2, 0x80, 0xBF
+  elif c == 0xED:
+    k, lo, hi = 2, 0x80, 0x9F
+  elif c == 0xF0:
+    k, lo, hi = 3, 0x90, 0xBF
+  elif 0xF1 <= c <= 0xF3:
+    k, lo, hi = 3, 0x80, 0xBF
+  elif c == 0xF4:
+    k, lo, hi = 3, 0x80, 0x8F
+  else:
+    return -1
+  if i + k >= n:
+    return -1
+  if not (lo <= buf[i + 1] <= hi):
+    return -1
+  for j in range(i + 2, i + k + 1):
+    if not (0x80 <= buf[j] <= 0xBF):
+      return -1
+  return k + 1
 
 
 @_leaf
@@ -295,6 +341,48 @@ def _number(buf, i):
     v = v / POW10[-exp10]
   else:
     v = v * POW10[exp10]
+  return (-v if neg else v), _FLOAT, j
+
+
+@_hot
+def _fast_number(buf, i):
+  """`_number` for the common token: [-]digits[.digits], <= 15 digits.
+
+  Such a token is m / 10**f with m < 10**15 < 2**53 and f <= 15, one
+  correctly rounded division of two exact doubles (signed 64-bit
+  arithmetic, no per-digit bookkeeping). Anything else goes to `_number`.
+  """
+  n = len(buf)
+  j = i
+  neg = False
+  if j < n and buf[j] == 45:
+    neg = True
+    j += 1
+  if j >= n or not (48 <= buf[j] <= 57):
+    return _number(buf, i)
+  if buf[j] == 48 and j + 1 < n and 48 <= buf[j + 1] <= 57:
+    return _number(buf, i)                 # "01": invalid, as _number says
+  m = 0
+  nd = 0
+  while j < n and 48 <= buf[j] <= 57:
+    m = m * 10 + np.int64(buf[j] - 48)
+    nd += 1
+    j += 1
+  frac = 0
+  if j < n and buf[j] == 46:
+    j += 1
+    while j < n and 48 <= buf[j] <= 57:
+      m = m * 10 + np.int64(buf[j] - 48)
+      frac += 1
+      j += 1
+    if frac == 0:
+      return _number(buf, i)
+  if nd + frac > 15 or (j < n and (buf[j] == 101 or buf[j] == 69)):
+    return _number(buf, i)
+  v = float(m)
+  if frac == 0:
+    return (-v if neg and v != 0 else v), _INT, j
+  v = v / POW10[frac]
   return (-v if neg else v), _FLOAT, j
 
 
@@ -432,7 +520,7 @@ def _key_is(buf, s, e, key):
   return k == length
 
 
-@_leaf
+@_hot
 def _after_item(buf, i, close):
   """After an array / object item: (index after ',' (more=1) or after the
   closing bracket (more=0)); index -1 if neither follows."""
@@ -549,7 +637,7 @@ def _pred(buf, i, is_gt, p, nbox, name_tok, score, dur, dflags, traj,
         if i < 0 or more != (1 if k < 2 else 0):
           return IRREGULAR, i, nbox
     elif field == 2:                                 # score
-      v, kind, e = _number(buf, i)
+      v, kind, e = _fast_number(buf, i)
       if kind != _FLOAT:
         return IRREGULAR, i, nbox   # integer (official int semantics) etc.
       if not math.isfinite(v):
@@ -561,7 +649,7 @@ def _pred(buf, i, is_gt, p, nbox, name_tok, score, dur, dflags, traj,
         return IRREGULAR, i, nbox
       i = _ws(buf, i + 1)
       for k in range(2):
-        v, kind, e = _number(buf, i)
+        v, kind, e = _fast_number(buf, i)
         if kind != _INT:
           return IRREGULAR, i, nbox
         dur[p, k] = v
@@ -589,7 +677,7 @@ def _pred(buf, i, is_gt, p, nbox, name_tok, score, dur, dflags, traj,
         i = _ws(buf, i + 1)
         b = 4 * nbox
         for k in range(4):
-          v, kind, e = _number(buf, i)
+          v, kind, e = _fast_number(buf, i)
           if kind != _FLOAT and kind != _INT:
             return IRREGULAR, i, nbox
           boxes[b + k] = v
@@ -607,7 +695,7 @@ def _pred(buf, i, is_gt, p, nbox, name_tok, score, dur, dflags, traj,
       traj[p, side, 0] = first
       traj[p, side, 1] = nbox - first
     elif field == 6 or field == 7:                   # GT subject / object tid
-      v, kind, e = _number(buf, i)
+      v, kind, e = _fast_number(buf, i)
       if not (kind == _INT or (kind == _SLOW
                                and not _has_dot_or_exp(buf, i, e))):
         return IRREGULAR, i, nbox
