@@ -6,6 +6,8 @@ Submission (spec 2.3): `{"version": "VERSION 1.0", "results": {video_id:
 Ground truth: an official annotation folder / file or one consolidated GT JSON
 (`relations.video_relations.data.annotations.load_groundtruth`); a folder is read in the
 order the official dataset classes read it (`official_annotation_files`).
+The CLI reads both into columns (`read_groundtruth_table`, `fastjson`);
+`load_submission` / `load_groundtruth` (dicts) remain for the dict oracle.
 """
 
 import glob

@@ -22,6 +22,10 @@ field. Two levels:
 
   python -m relations.video_relations.metrics.validate PRED [--groundtruth GT]
       [--protocol helper|vru20] [--dataset vidor|vidvrd]
+
+`validate_submission` checks a parsed submission (the oracle);
+`ColumnarValidator` / `validate_file` give the same report from a file read
+into columns (`fastjson`), as the CLI does.
 """
 
 import argparse
@@ -408,9 +412,17 @@ def main(argv=None) -> int:
   ap.add_argument("--protocol", choices=sorted(LIMITS), default="helper")
   ap.add_argument("--dataset", choices=["vidor", "vidvrd"])
   args = ap.parse_args(argv)
-  sub = io.load_submission(args.prediction)
-  gt = io.load_groundtruth(args.groundtruth) if args.groundtruth else None
-  rep = validate_submission(sub, gt, args.protocol, args.dataset)
+  from relations.video_relations.metrics import fastjson  # pylint: disable=g-import-not-at-top
+  gt = None
+  if args.groundtruth:
+    table = io.read_groundtruth_table(args.groundtruth, args.dataset)
+    gt = {v: int(table.bounds[i + 1] - table.bounds[i])
+          for i, v in enumerate(table.video_ids)}
+  try:
+    rep = validate_file(args.prediction, gt, args.protocol, args.dataset)
+  except fastjson.FormatError as e:
+    print(f"error: {args.prediction}: {e.detail}", file=sys.stderr)
+    return 2
   print(rep.summary(limit=10 ** 9))
   return 0 if rep.ok else 1
 
