@@ -346,7 +346,8 @@ class ColumnarValidator:
         for r in flagged_rows[lo:hi].tolist():
           i = r - rows[v]
 
-          def add(level, field, message, vid=vid, i=i):
+          def add(level, field, message, vid=vid, i=i, ignored=ignored,
+                  problems=problems):
             if ignored and level == "error":
               level = "warning"
             problems.append(Problem(level, vid, i, field, message))
