@@ -1,40 +1,41 @@
-"""Speed of our VidVRD evaluator vs the official one, on a VidOR-val-sized case.
+"""Our VRD evaluator CLI vs the official code, end to end from files.
 
   python bench/video_relations_eval.py --official /tmp/ref/xdshang \
-      [--official-vru20 /tmp/ref/next] [--videos 832] [--seed 0]
+      [--official-vru20 /tmp/ref/next] [--case-dir /tmp/vrd_case] \
+      [--videos 832] [--official-videos 104] [--seed 0] [--no-xz]
 
-The case (deterministic from --seed), sized like VidOR validation:
+The case (deterministic from --seed), sized like VidOR validation, is
+written once to --case-dir (reused when its parameters match):
   - 832 videos of 300-1000 frames (1920x1080), 3-7 objects each moving with
     smooth random motion (integer boxes, like the annotations);
   - 20-52 GT relation instances per video (~36 on average, as VidOR val's
     30,142 / 832), triplets drawn from a few predicates per video, durations
     15-1000 frames (log-uniform, clipped to the objects' overlap);
-  - 200 predictions per video with float boxes (as a model writes them): half
+  - 200 predictions per video with float boxes rounded to 2 decimals, as
+    our model writes them (`relations.video_relations.submission`): half
     are detections of a GT instance (its triplet 80% of the time, duration
     and boxes perturbed), half random pairs of the video's objects with a
     random predicate of the video (many share a GT triplet but are placed
-    elsewhere in time: the expensive case for the scorer).
-Timed, each as wall and CPU (process) time, in one run:
-  official  the official `evaluate()` on the dicts (JSON parsing excluded);
-  dicts     our `scoring.evaluate` on the same dicts, cold (first call in the
-            process: numba compile or cache load) and warm;
-  arrays    our array path as a model uses it: the predictions exist as
-            float64 box arrays (`association.Relation`-like objects, which is
-            what our model emits before any JSON), `RelationTable.
-            from_relations` + `scoring.evaluate_tables`, with the GT table
-            built once beforehand (its conversion is printed separately:
-            a training run scores against the same GT many times).
-  json      (--json-videos N, default 100) end to end from files, for the
-            first N videos: the GT JSON and a submission written as our
-            model writes it (`relations.video_relations.submission`, boxes rounded to
-            --json-digits decimals; -1 = full precision, Python repr), then
-            official = json.load of both + evaluate(), ours =
-            `fastjson.read_table` of both + `evaluate_tables`. (All 832
-            videos would be a ~2.5 GB file and ~13 GB of Python objects for
-            json.load on this machine.)
-The official output lines must equal ours to the last digit for every
-path; the script prints the times and ratios, and exits non-zero on a
-mismatch.
+    elsewhere in time: the expensive case for the scorer);
+  - gt.json, submission.json, submission.json.xz (`xz -1`), and the first
+    --official-videos videos as gt_slice.json / submission_slice.json.
+Each measurement is a child process, timed from outside (wall; CPU = user
++ system of the child; peak RSS = the child's ru_maxrss, from os.wait4):
+  floor     read the submission (and the GT) in 64 MiB blocks and parse
+            every number in it with a minimal compiled byte scan (no
+            structure, no validation; Clinger's fast path), the time inside
+            the child is printed too; the same for decompressing the .xz;
+  ours      `python -m relations.evaluate vidor --groundtruth gt.json
+            --prediction submission.json[.xz] --official-lines`, as a user
+            runs it (the first run may compile numba's cache; run twice);
+  official  json.load of the slice files + the official `evaluate()`
+            (xdshang, and NExTplusplus with --official-vru20) on the first
+            --official-videos videos, scaled by videos / official-videos
+            (the official code on all 832 videos needs ~20 GB);
+  check     our CLI on the slice files: its six lines must equal the
+            official ones; the script exits non-zero otherwise.
+The in-memory comparison (dicts / arrays, no files) runs with
+--in-memory-videos N (N videos only; never all 832: the dicts need ~20 GB).
 """
 
 import argparse
@@ -42,6 +43,7 @@ import json
 import math
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -53,7 +55,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import video_relations_official as vrd_official  # pylint: disable=g-import-not-at-top
 from relations.video_relations.data import categories as vrd_categories
 from relations.video_relations.metrics import columns
-from relations.video_relations.metrics import fastjson
 from relations.video_relations.metrics import scoring
 from relations.video_relations import association
 from relations.video_relations import submission
@@ -98,15 +99,9 @@ def _span(rng, lo, hi):
   return s, s + n
 
 
-def build_case(num_videos=832, preds_per_video=200, seed=0):
-  """Returns (groundtruth, prediction, arrays).
-
-  groundtruth and prediction are dicts in the official formats; arrays holds
-  the same predictions as a model does, `{video_id: [association.Relation]}` with float64
-  box arrays (views of one array per object track, equal to the lists).
-  """
+def iter_case(num_videos=832, preds_per_video=200, seed=0):
+  """Yields (video_id, gt, pred, arrays) video by video (see `build_case`)."""
   rng = random.Random(seed)
-  gt, pred, arrays = {}, {}, {}
   for v in range(num_videos):
     vid = str(2400000000 + v * 7919)
     length = rng.randint(300, 1000)
@@ -147,9 +142,20 @@ def build_case(num_videos=832, preds_per_video=200, seed=0):
           tuple(t), s, e, noisy_arr[a][s:e], noisy_arr[b][s:e], [score]))
     for r in rels:
       del r["_ab"]
-    gt[vid] = rels
-    pred[vid] = preds
-    arrays[vid] = rels_arr
+    yield vid, rels, preds, rels_arr
+
+
+def build_case(num_videos=832, preds_per_video=200, seed=0):
+  """Returns (groundtruth, prediction, arrays).
+
+  groundtruth and prediction are dicts in the official formats; arrays holds
+  the same predictions as a model does, `{video_id: [association.Relation]}`
+  with float64 box arrays (views of one array per object track, equal to the
+  lists).
+  """
+  gt, pred, arrays = {}, {}, {}
+  for vid, g, p, a in iter_case(num_videos, preds_per_video, seed):
+    gt[vid], pred[vid], arrays[vid] = g, p, a
   return gt, pred, arrays
 
 
@@ -209,64 +215,279 @@ def in_memory(gt, pred, arrays, runs):
   return ok
 
 
-def json_end_to_end(gt, arrays, runs, num_videos, digits):
-  """Times official json.load + evaluate vs our reader + evaluate_tables."""
-  vids = list(gt)[:num_videos]
-  ok = True
-  with tempfile.TemporaryDirectory() as tmp:
-    gt_path = os.path.join(tmp, "gt.json")
-    sub_path = os.path.join(tmp, "submission.json")
-    with open(gt_path, "w") as f:
-      json.dump({v: gt[v] for v in vids}, f)
-    with open(sub_path, "w") as f:
-      if digits < 0:
-        json.dump({"version": "VERSION 1.0", "results": {
-            v: [{"triplet": list(r.triplet), "score": r.score,
-                 "duration": [r.start, r.end], "sub_traj": r.sub_traj.tolist(),
-                 "obj_traj": r.obj_traj.tolist()} for r in arrays[v]]
-            for v in vids}}, f)
+_FLOOR = r"""
+import sys, time, lzma
+import numba, numpy as np
+
+@numba.njit(nogil=True)
+def parse(buf, n0):
+  # Every number outside strings, Clinger's fast path; returns (count, sum,
+  # slow count, index after the last complete token).
+  p10 = np.array([10.0 ** k for k in range(23)])
+  n = len(buf); i = 0; cnt = 0; tot = 0.0; slow = 0; last = 0
+  while i < n:
+    c = buf[i]
+    if c == 34:
+      i += 1
+      while i < n and buf[i] != 34:
+        i += 1 + (buf[i] == 92)
+      i += 1
+      last = i
+      continue
+    if (48 <= c <= 57) or c == 45:
+      s = i
+      neg = c == 45
+      if neg:
+        i += 1
+      m = 0; sig = 0; e10 = 0
+      while i < n and 48 <= buf[i] <= 57:
+        if sig < 19:
+          m = m * 10 + (buf[i] - 48); sig += 1
+        else:
+          e10 += 1
+        i += 1
+      if i < n and buf[i] == 46:
+        i += 1
+        while i < n and 48 <= buf[i] <= 57:
+          if sig < 19:
+            m = m * 10 + (buf[i] - 48); sig += 1; e10 -= 1
+          i += 1
+      if i < n and (buf[i] == 101 or buf[i] == 69):
+        i += 1; eneg = False
+        if i < n and (buf[i] == 43 or buf[i] == 45):
+          eneg = buf[i] == 45; i += 1
+        e = 0
+        while i < n and 48 <= buf[i] <= 57:
+          e = e * 10 + (buf[i] - 48); i += 1
+        e10 += -e if eneg else e
+      if i >= n:
+        return cnt, tot, slow, s
+      if sig <= 15 and -22 <= e10 <= 22:
+        v = float(m)
+        v = v / p10[-e10] if e10 < 0 else v * p10[e10]
       else:
-        json.dump({"version": "VERSION 1.0", "results": {
-            v: [submission.relation_to_json(r, ndigits=digits)
-                for r in arrays[v]] for v in vids}}, f)
-    size = os.path.getsize(sub_path) / 2 ** 20
-    print(f"[json] {len(vids)} videos: submission {size:.0f} MiB (boxes "
-          f"{'full precision' if digits < 0 else f'{digits} decimals'}), "
-          f"GT {os.path.getsize(gt_path) / 2 ** 20:.0f} MiB")
-    for protocol, checkout in runs:
-      mod = vrd_official.load(checkout, protocol)
-      times = []
-      for _ in range(2):     # cold (first call: numba compile / cache load)
-        t = _clock()
-        g = fastjson.read_table(gt_path, groundtruth=True)
-        p = fastjson.read_table(sub_path)
-        t_read = _since(t)
-        ours = scoring.evaluate_tables(g, p, protocol)
-        times.append((_since(t), t_read))
-        del g, p
-      t = _clock()
-      with open(gt_path) as f:
-        g = json.load(f)
-      with open(sub_path) as f:
-        p = json.load(f)["results"]
-      t_load = _since(t)
-      status, res = vrd_official.run(mod, g, p, protocol)
-      t_off = _since(t)
-      del g, p
-      if status != "ok":
-        print(f"[json] {protocol}: official code raised {res}")
-        ok = False
-        continue
-      equal = vrd_official.printed_lines(res) == ours.official_lines()
-      ok &= equal
-      (cold, _), (warm, t_read) = times
-      for i, what in enumerate(("wall", "CPU")):
-        print(f"[json] [{protocol}] {what:4s}: official {t_off[i]:6.2f} s "
-              f"(json.load {t_load[i]:6.2f} s) | ours {cold[i]:5.2f} s cold, "
-              f"{warm[i]:5.2f} s warm (read {t_read[i]:5.2f} s) -> "
-              f"{t_off[i] / cold[i]:4.1f}x / {t_off[i] / warm[i]:4.1f}x")
-      print(f"[json] [{protocol}] numbers {'EQUAL' if equal else 'DIFFERENT'}"
-            f": {ours.official_lines()[0]}")
+        v = float(m) * 10.0 ** e10; slow += 1
+      tot += -v if neg else v
+      cnt += 1
+      last = i
+      continue
+    i += 1
+    last = i
+  return cnt, tot, slow, last
+
+def floor(path, block=64 << 20):
+  t0 = time.perf_counter()
+  xz = open(path, "rb").read(6).startswith(b"\xfd7zXZ\x00")
+  f = lzma.open(path, "rb") if xz else open(path, "rb")
+  buf = np.empty(2 * block, np.uint8); filled = 0; cnt = 0; tot = 0.0
+  nbytes = 0
+  while True:
+    k = f.readinto(memoryview(buf)[filled:filled + block])
+    nbytes += k
+    filled += k
+    c, t, _, last = parse(buf[:filled], 0)
+    cnt += c; tot += t
+    if k == 0:
+      break
+    buf[:filled - last] = buf[last:filled].copy(); filled -= last
+  return cnt, nbytes, time.perf_counter() - t0
+
+def decompress(path, block=64 << 20):
+  t0 = time.perf_counter(); n = 0
+  with lzma.open(path, "rb") as f:
+    while True:
+      d = f.read(block)
+      if not d:
+        break
+      n += len(d)
+  return n, time.perf_counter() - t0
+
+parse(np.frombuffer(b"[1.5, 2]", np.uint8), 0)   # compile outside the timing
+for path in sys.argv[2:]:
+  if sys.argv[1] == "parse":
+    cnt, nbytes, dt = floor(path)
+    print(f"{path}: {cnt} numbers, {nbytes} bytes, read + parse {dt:.2f} s")
+  else:
+    nbytes, dt = decompress(path)
+    print(f"{path}: {nbytes} bytes, decompress only {dt:.2f} s")
+"""
+
+_OFFICIAL = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+import video_relations_official as vrd_official
+t0 = time.perf_counter()
+mod = vrd_official.load(sys.argv[2], sys.argv[3])
+with open(sys.argv[4]) as f:
+  gt = json.load(f)
+with open(sys.argv[5]) as f:
+  pred = json.load(f)["results"]
+t1 = time.perf_counter()
+status, res = vrd_official.run(mod, gt, pred, sys.argv[3])
+t2 = time.perf_counter()
+print(f"json.load {t1 - t0:.2f} s, evaluate {t2 - t1:.2f} s")
+print(json.dumps(vrd_official.printed_lines(res) if status == "ok" else
+                 ["error " + str(res)]))
+"""
+
+
+def run_child(cmd):
+  """Runs cmd as a child: (stdout, stderr, wall s, CPU s, RSS GiB, rc)."""
+  with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=fo, stderr=fe)
+    # wait4: this child's own rusage (RUSAGE_CHILDREN would be the maximum
+    # over all children so far).
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    fo.seek(0)
+    fe.seek(0)
+    out, err = fo.read().decode(), fe.read().decode()
+  cpu = usage.ru_utime + usage.ru_stime
+  return (out, err, wall, cpu, usage.ru_maxrss / 2 ** 20,
+          os.waitstatus_to_exitcode(status))
+
+
+def write_case(case_dir, num_videos, preds, seed, slice_videos, xz):
+  """Writes the case files (skipped when case.json matches)."""
+  meta = {"videos": num_videos, "preds": preds, "seed": seed,
+          "slice": slice_videos, "digits": 2, "xz": bool(xz)}
+  meta_path = os.path.join(case_dir, "case.json")
+  if os.path.exists(meta_path):
+    with open(meta_path) as f:
+      if json.load(f) == meta:
+        return
+  os.makedirs(case_dir, exist_ok=True)
+  t0 = time.perf_counter()
+  names = ("gt.json", "submission.json", "gt_slice.json",
+           "submission_slice.json")
+  files = [open(os.path.join(case_dir, n), "w") for n in names]
+  g, s, gs, ss = files
+  for f in (s, ss):
+    f.write('{"version": "VERSION 1.0", "results": {')
+  for f in (g, gs):
+    f.write("{")
+  for k, (vid, rels, _, arrays) in enumerate(iter_case(num_videos, preds,
+                                                       seed)):
+    sep = ", " if k else ""
+    gt_text = f"{sep}{json.dumps(vid)}: {json.dumps(rels)}"
+    sub_text = (f"{sep}{json.dumps(vid)}: " + json.dumps(
+        [submission.relation_to_json(r, ndigits=2) for r in arrays]))
+    g.write(gt_text)
+    s.write(sub_text)
+    if k < slice_videos:
+      gs.write(gt_text)
+      ss.write(sub_text)
+  for f in (s, ss):
+    f.write("}}")
+  for f in (g, gs):
+    f.write("}")
+  for f in files:
+    f.close()
+  if xz:
+    with open(os.path.join(case_dir, "submission.json.xz"), "wb") as f:
+      subprocess.run(["xz", "-1", "-T2", "-c",
+                      os.path.join(case_dir, "submission.json")], stdout=f,
+                     check=True)
+  with open(meta_path, "w") as f:
+    json.dump(meta, f)
+  print(f"case written to {case_dir} in {time.perf_counter() - t0:.0f} s")
+
+
+def _report(label, wall, cpu, rss, extra=""):
+  print(f"{label:34s} wall {wall:7.2f} s  CPU {cpu:7.2f} s  peak RSS "
+        f"{rss:5.2f} GiB{extra}")
+
+
+def files_end_to_end(case_dir, runs, num_videos, slice_videos, xz):
+  """The file-based measurements (see the module docstring)."""
+  py = sys.executable
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  env_cmd = [py, "-m", "relations.evaluate", "vidor", "--official-lines"]
+  path = lambda n: os.path.join(case_dir, n)
+  sizes = {n: os.path.getsize(path(n)) for n in os.listdir(case_dir)
+           if n.endswith((".json", ".xz")) and n != "case.json"}
+  print("files: " + ", ".join(f"{n} {b / 2 ** 20:.0f} MiB"
+                              for n, b in sorted(sizes.items())))
+  ok = True
+  # Floors.
+  out, err, wall, cpu, rss, rc = run_child(
+      [py, "-c", _FLOOR, "parse", path("submission.json"), path("gt.json")])
+  print(out.strip() or err)
+  floor_inner = sum(float(l.rsplit("parse ", 1)[1].split()[0])
+                    for l in out.splitlines() if "read + parse" in l)
+  _report("floor (read + parse numbers)", wall, cpu, rss,
+          f"  [inside the child: {floor_inner:.2f} s]")
+  floor = (wall, cpu, rss, floor_inner)
+  xz_floor = None
+  if xz:
+    out, err, wall_x, cpu_x, rss_x, rc = run_child(
+        [py, "-c", _FLOOR, "xz", path("submission.json.xz")])
+    print(out.strip() or err)
+    xz_inner = float(out.rsplit("decompress only ", 1)[1].split()[0])
+    _report("floor .xz (decompress only)", wall_x, cpu_x, rss_x,
+            f"  [inside the child: {xz_inner:.2f} s]")
+    xz_floor = (wall_x, cpu_x, rss_x, xz_inner)
+  # Ours, as a user runs it.
+  ours = {}
+  for protocol, _ in runs:
+    inputs = [("json", "submission.json")] + (
+        [("xz", "submission.json.xz")] if xz else [])
+    for kind, sub in inputs:
+      for attempt in ("first", "again"):
+        out, err, wall, cpu, rss, rc = run_child(
+            env_cmd + ["--groundtruth", path("gt.json"), "--prediction",
+                       path(sub), "--protocol", protocol])
+        if rc != 0:
+          print(err)
+          ok = False
+        _report(f"ours [{protocol}] {sub} ({attempt})", wall, cpu, rss)
+        ours[(protocol, kind)] = (wall, cpu, rss, out)
+    print("\n".join("    " + l for l in ours[(protocol, "json")][3]
+                     .splitlines() if l.startswith(("detection", "tagging"))))
+  # Official on the slice, and ours on the same slice.
+  scale = num_videos / slice_videos
+  for protocol, checkout in runs:
+    out, err, wall, cpu, rss, rc = run_child(
+        [py, "-c", _OFFICIAL, os.path.dirname(os.path.abspath(__file__)),
+         checkout, protocol, path("gt_slice.json"),
+         path("submission_slice.json")])
+    if rc != 0:
+      print(err)
+      ok = False
+      continue
+    off_lines = json.loads(out.strip().splitlines()[-1])
+    _report(f"official [{protocol}] {slice_videos} videos", wall, cpu, rss,
+            f"  ({out.splitlines()[0]})")
+    off = (wall * scale, cpu * scale)
+    print(f"{'official scaled to ' + str(num_videos) + ' videos':34s} wall "
+          f"{off[0]:7.2f} s  CPU {off[1]:7.2f} s")
+    o2, _, w2, c2, r2, rc2 = run_child(
+        env_cmd + ["--groundtruth", path("gt_slice.json"), "--prediction",
+                   path("submission_slice.json"), "--protocol", protocol])
+    ours_lines = [l for l in o2.splitlines()
+                  if l.startswith(("detection", "tagging"))]
+    equal = rc2 == 0 and ours_lines == off_lines
+    ok &= equal
+    _report(f"ours [{protocol}] {slice_videos} videos", w2, c2, r2,
+            f"  lines {'EQUAL' if equal else 'DIFFERENT'} to the official")
+    if not equal:
+      print("\n".join(f"    official {a}\n    ours     {b}"
+                       for a, b in zip(off_lines, ours_lines)))
+    w, c, r, _ = ours[(protocol, "json")]
+    print(f"[{protocol}] ours vs official (scaled): wall {off[0] / w:.1f}x, "
+          f"CPU {off[1] / c:.1f}x; vs the floor: wall {w / floor[0]:.2f}x "
+          f"(child) / {w / floor[3]:.2f}x (floor's inner time), CPU "
+          f"{c / floor[1]:.2f}x; peak RSS {r:.2f} GiB for a "
+          f"{sizes['submission.json'] / 2 ** 30:.2f} GiB submission + "
+          f"{sizes['gt.json'] / 2 ** 30:.2f} GiB GT")
+    if xz_floor:
+      w, c, r, _ = ours[(protocol, "xz")]
+      print(f"[{protocol}] .json.xz: ours wall {w:.2f} s = "
+            f"{w / xz_floor[0]:.2f}x the decompression alone "
+            f"({xz_floor[0]:.2f} s), {w / floor[0]:.2f}x the .json floor; "
+            f"ours .xz - ours .json = "
+            f"{w - ours[(protocol, 'json')][0]:+.2f} s; peak RSS {r:.2f} GiB")
   return ok
 
 
@@ -293,29 +514,32 @@ def main(argv=None):
   ap.add_argument("--official-vru20",
                   help="checkout of NExTplusplus/VidVRD-helper (also times "
                   "the vru20 protocol)")
+  ap.add_argument("--case-dir", default="/tmp/vrd_case")
   ap.add_argument("--videos", type=int, default=832)
   ap.add_argument("--preds", type=int, default=200)
   ap.add_argument("--seed", type=int, default=0)
-  ap.add_argument("--json-videos", type=int, default=100,
-                  help="videos of the end-to-end JSON timing (0: skip)")
-  ap.add_argument("--json-digits", type=int, default=2,
-                  help="decimals of the written boxes (-1: full precision)")
-  ap.add_argument("--skip-memory", action="store_true",
-                  help="skip the in-memory timings (only --json-videos)")
+  ap.add_argument("--official-videos", type=int, default=104,
+                  help="videos the official code is timed on (scaled)")
+  ap.add_argument("--no-xz", action="store_true",
+                  help="skip the .json.xz input")
+  ap.add_argument("--in-memory-videos", type=int, default=0,
+                  help="also time dicts / arrays in memory on this many "
+                  "videos (0: skip)")
   args = ap.parse_args(argv)
-
-  t0 = time.perf_counter()
-  gt, pred, arrays = build_case(args.videos, args.preds, args.seed)
-  print(f"case: {_stats(gt, pred)}; built in {time.perf_counter() - t0:.1f} s")
+  print(f"uptime: {os.popen('uptime').read().strip()}")
   runs = [("helper", args.official)]
   if args.official_vru20:
     runs.append(("vru20", args.official_vru20))
-  ok = True
-  if not args.skip_memory:
+  write_case(args.case_dir, args.videos, args.preds, args.seed,
+             args.official_videos, not args.no_xz)
+  ok = files_end_to_end(args.case_dir, runs, args.videos,
+                        args.official_videos, not args.no_xz)
+  if args.in_memory_videos:
+    gt, pred, arrays = build_case(args.in_memory_videos, args.preds,
+                                  args.seed)
+    print(f"in memory: {_stats(gt, pred)}")
     ok &= in_memory(gt, pred, arrays, runs)
-  if args.json_videos:
-    ok &= json_end_to_end(gt, arrays, runs, args.json_videos,
-                          args.json_digits)
+  print(f"uptime: {os.popen('uptime').read().strip()}")
   return 0 if ok else 1
 
 

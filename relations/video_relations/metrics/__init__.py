@@ -5,6 +5,10 @@ Public API:
   scoring.evaluate_tables(gt_table, pred_table, protocol) -> scoring.Result
   columns.RelationTable.from_relations / .from_dicts (array tables)
   scoring.zero_shot_triplets / scoring.zero_shot_split
+  scoring.TableEvaluation(gt_table, protocol).add(chunk_table) ... .result()
   validate.validate_submission(submission, ...) -> validate.Report
-  io.load_submission(path), io.load_groundtruth(path)
+  validate.ColumnarValidator / validate.validate_file(path, ...)
+  fastjson.scan_document(path) (window-by-window reader), fastjson.read_table
+  io.read_groundtruth_table(path), io.load_submission / io.load_groundtruth
+  (dicts: the test oracle)
 """

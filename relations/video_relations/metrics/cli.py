@@ -10,19 +10,30 @@ GT: an official annotation folder (e.g. `annotation/validation`, or VidVRD
 obj_traj}]}`; a folder is read in the official loaders' `glob` order (the
 mAP's summation order). PRED: a submission `.json` / `.json.xz`.
 
-The submission is validated first (every problem listed at once; format
+The submission is read window by window straight into arrays (no Python
+object per box; `fastjson`), validated on those columns (every problem
+listed at once, the messages of `validate.validate_submission`; format
 errors refuse, quirks the official scorer accepts are warnings and scored
-exactly as it does). Metrics are fractions: mAP, R@50, R@100, P@1, P@5, P@10.
+exactly as it does) and scored chunk by chunk on the arrays
+(`scoring.TableEvaluation`). Metrics are fractions: mAP, R@50, R@100, P@1, P@5, P@10.
 With --zero-shot, the triplets of GT absent from TRAIN_GT define two more
 evaluations: "zero_shot" (zero-shot GT and zero-shot predictions, xdshang
 `evaluate.py`) and "generalized_zero_shot" (zero-shot GT, all predictions,
-the VRU'20 server's `evaluate.py`).
+the VRU'20 server's `evaluate.py`). An evaluation the official code could
+not score is reported (exit status 1, "error" in the metrics JSON) and the
+others are still scored. --official-lines prints the official script's six
+lines after each evaluation's table.
 """
 
 import argparse
+import queue
 import sys
+import threading
+
+import numpy as np
 
 from relations.video_relations.data import annotations as vrd_json
+from relations.video_relations.metrics import fastjson
 from relations.video_relations.metrics import io
 from relations.video_relations.metrics import scoring
 from relations.video_relations.metrics import validate
@@ -34,6 +45,129 @@ def _table(name, result):
   vals = " ".join(f"{v:8.4f}" for v in d.values())
   return (f"{name} ({result.num_videos} videos, {result.num_gt} GT "
           f"relations)\n{head}\n{vals}")
+
+
+def _evaluations(gt, zs_gt, protocol):
+  """[(name, TableEvaluation or None)]: "all", then the zero-shot ones."""
+  out = [("all", scoring.TableEvaluation(gt, protocol))]
+  if zs_gt is not None:
+    for name, filtered in (("zero_shot", True),
+                           ("generalized_zero_shot", False)):
+      out.append((name, scoring.TableEvaluation(
+          zs_gt, protocol, filter_predictions=filtered)
+                  if zs_gt.video_ids else None))
+  return out
+
+
+class _Consumer:
+  """Validates and scores the events of one pass over the submission.
+
+  Runs in a thread of its own (`run`), fed through a one-slot queue while
+  the main thread scans the next window: the scan and the compiled matcher
+  release the GIL, so the two overlap on two cores.
+  """
+
+  def __init__(self, gt_job, protocol, dataset, validate_too=True):
+    self.gt_job = gt_job
+    self.protocol = protocol
+    self.dataset = dataset
+    self.validate_too = validate_too
+    self.queue = queue.Queue(maxsize=1)
+    self.failed = threading.Event()
+    self.error = None
+    self.validator = None
+    self.evaluations = None
+    self.complete = True
+
+  def run(self):
+    ended = False
+    try:
+      self.gt_job.join()
+      if self.gt_job.error is not None:
+        return
+      gt, zs_gt = self.gt_job.gt, self.gt_job.zs_gt
+      if self.validate_too:
+        counts = {vid: int(gt.bounds[i + 1] - gt.bounds[i])
+                  for i, vid in enumerate(gt.video_ids)}
+        self.validator = validate.ColumnarValidator(counts, self.protocol,
+                                                    self.dataset)
+      self.evaluations = _evaluations(gt, zs_gt, self.protocol)
+      while True:
+        item = self.queue.get()
+        if item is None:
+          ended = True
+          return
+        self._event(*item, gt, zs_gt)
+    except BaseException as e:  # pylint: disable=broad-except
+      self.error = e
+    finally:
+      if not ended:                # stop the scanner, take what it sends
+        self.failed.set()
+        while self.queue.get() is not None:
+          pass
+
+  def _event(self, kind, value, gt, zs_gt):
+    if self.validator is not None:
+      self.validator.event(kind, value)
+    if kind == "results_again":
+      self.evaluations = _evaluations(gt, zs_gt, self.protocol)
+      self.complete = True
+    elif kind == "chunk":
+      if self.validator is not None and self.validator.errors_in:
+        self.complete = False        # refused anyway (unless repaired later)
+        return
+      table = fastjson.chunk_table(value)
+      for _, ev in self.evaluations:
+        if ev is not None:
+          ev.add(table)
+
+
+class _GroundTruthJob(threading.Thread):
+  """Reads the GT (and the training GT's triplets) in a thread: it overlaps
+  the first windows of the submission."""
+
+  def __init__(self, args):
+    super().__init__(daemon=True)
+    self.args = args
+    self.gt = self.zs_gt = self.zs = self.error = None
+
+  def run(self):
+    args = self.args
+    try:
+      self.gt = io.read_groundtruth_table(args.groundtruth, args.dataset)
+      if args.zero_shot:
+        train = io.read_groundtruth_table(args.zero_shot, args.dataset,
+                                          keep_boxes=False)
+        gt = self.gt
+        self.zs = set(gt.triplets) - set(train.triplets)
+        is_zs = np.asarray([t in self.zs for t in gt.triplets], bool)
+        self.zs_gt = gt.select_rows(is_zs[gt.triplet] if len(is_zs) else
+                                    np.zeros(len(gt), bool))
+    except (FileNotFoundError, vrd_json.AnnotationError) as e:
+      self.error = e
+    except BaseException as e:  # pylint: disable=broad-except
+      self.error = e
+
+
+def _pass(path, gt_job, protocol, dataset, validate_too=True):
+  """One pass over the submission; returns the finished `_Consumer`.
+
+  Raises what the scan raises (`fastjson.FormatError`, OSError).
+  """
+  consumer = _Consumer(gt_job, protocol, dataset, validate_too)
+  worker = threading.Thread(target=consumer.run, daemon=True)
+  worker.start()
+  try:
+    for event in fastjson.scan_document(path, detach=True):
+      if consumer.failed.is_set():
+        break
+      consumer.queue.put(event)
+  finally:
+    consumer.queue.put(None)
+    worker.join()
+  if consumer.error is not None:
+    raise consumer.error
+  return consumer
 
 
 def main(argv=None) -> int:
@@ -53,64 +187,80 @@ def main(argv=None) -> int:
                   help="also print the official script's six lines")
   args = ap.parse_args(argv)
 
+  gt_job = _GroundTruthJob(args)
+  gt_job.start()
+  scan_error = None
   try:
-    gt = io.load_groundtruth(args.groundtruth, args.dataset)
-    sub = io.load_submission(args.prediction)
-  except (FileNotFoundError, io.SubmissionError,
-          vrd_json.AnnotationError) as e:
-    print(f"error: {e}", file=sys.stderr)
+    consumer = _pass(args.prediction, gt_job, args.protocol, args.dataset)
+  except fastjson.FormatError as e:
+    what = ("malformed JSON" if e.kind == "json" else
+            "cannot decompress / decode")
+    scan_error = f"error: {args.prediction}: {what}: {e.detail}"
+  except OSError as e:
+    scan_error = f"error: {e}"
+  gt_job.join()
+  if gt_job.error is not None:
+    if not isinstance(gt_job.error, (FileNotFoundError,
+                                     vrd_json.AnnotationError)):
+      raise gt_job.error
+    print(f"error: {gt_job.error}", file=sys.stderr)
     return 2
-  report = validate.validate_submission(sub, gt, args.protocol,
-                                        args.dataset)
+  if scan_error is not None:
+    print(scan_error, file=sys.stderr)
+    return 2
+  zs = gt_job.zs
+  report = consumer.validator.report()
+  evaluations = consumer.evaluations
+  if report.ok and not consumer.complete:
+    # An error that a repeated video id later replaced: score again.
+    evaluations = _pass(args.prediction, gt_job, args.protocol, args.dataset,
+                        validate_too=False).evaluations
   if report.problems:
     print(report.summary(), file=sys.stderr)
   if not report.ok:
     print(f"error: {args.prediction}: {len(report.errors)} format errors; "
           "not scored", file=sys.stderr)
     return 1
-  results = sub["results"]
   out = {"protocol": args.protocol, "groundtruth": args.groundtruth,
          "prediction": args.prediction}
-  try:
-    res = scoring.evaluate(gt, results, args.protocol)
-    print(_table("all", res))
+  failed = False
+  # Each evaluation stands alone (the official scripts run them
+  # separately): one that cannot be scored does not stop the others.
+  for name, ev in evaluations:
+    if ev is None:
+      print(f"{name}: no zero-shot ground truth; not scored")
+      out[name] = None
+      continue
+    try:
+      res = ev.result()
+    except scoring.ScoringError as e:
+      print(f"error: {args.prediction}: cannot be scored"
+            f"{'' if name == 'all' else f' ({name})'}: {e}", file=sys.stderr)
+      failed = True
+      if name == "all":
+        out["error"] = str(e)
+      else:
+        out[name] = {"error": str(e)}
+      continue
+    print(_table(name, res))
     if args.official_lines:
       print("\n".join(res.official_lines()))
-    out.update(res.as_dict())
-    out.update(num_videos=res.num_videos, num_gt=res.num_gt,
-               num_warnings=len(report.warnings))
+    metrics = dict(res.as_dict(), num_videos=res.num_videos,
+                   num_gt=res.num_gt)
     if args.per_video:
-      out["per_video_ap"] = {v: float(ap) for v, ap in res.video_ap.items()}
-    if args.zero_shot:
-      try:
-        train = io.load_groundtruth(args.zero_shot, args.dataset)
-      except (FileNotFoundError, vrd_json.AnnotationError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-      zs = scoring.zero_shot_triplets(gt, train)
-      out["num_zero_shot_triplets"] = len(zs)
-      for name, generalized in (("zero_shot", False),
-                                ("generalized_zero_shot", True)):
-        g, p = scoring.zero_shot_split(gt, results, zs, generalized)
-        if not g:
-          print(f"{name}: no zero-shot ground truth; not scored")
-          out[name] = None
-          continue
-        r = scoring.evaluate(g, p, args.protocol)
-        print(_table(name, r))
-        out[name] = dict(r.as_dict(), num_videos=r.num_videos,
-                         num_gt=r.num_gt)
-        if args.per_video:
-          out[name]["per_video_ap"] = {v: float(ap)
-                                       for v, ap in r.video_ap.items()}
-  except scoring.ScoringError as e:
-    print(f"error: {args.prediction}: cannot be scored: {e}",
-          file=sys.stderr)
-    return 1
+      metrics["per_video_ap"] = {v: float(ap)
+                                 for v, ap in res.video_ap.items()}
+    if name == "all":
+      metrics["num_warnings"] = len(report.warnings)
+      out.update(metrics)
+      if args.zero_shot:
+        out["num_zero_shot_triplets"] = len(zs)
+    else:
+      out[name] = metrics
   if args.output:
     io.write_json_atomic(args.output, out)
     print(f"wrote {args.output}")
-  return 0
+  return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -94,6 +94,10 @@ class RelationTable:
     exact_ints: coordinates may be integers the official code keeps as
       Python ints (JSON input): the scorer then refuses trajectories whose
       sum of |area| reaches 2**53, where float64 would round.
+    index: None, or [R] int64: each row's index in its video's submission
+      list (for messages, when rows were filtered or rearranged).
+    py_scores: None, or {row: Python int}: scores that are integers in the
+      submission (the official integer-array semantics depend on it).
   """
   video_ids: list
   bounds: np.ndarray
@@ -106,12 +110,49 @@ class RelationTable:
   offset: np.ndarray
   length: np.ndarray
   exact_ints: bool = False
+  index: np.ndarray | None = None
+  py_scores: dict | None = None
 
   def __len__(self):
     return len(self.triplet)
 
   def video_rows(self, index: int) -> slice:
     return slice(int(self.bounds[index]), int(self.bounds[index + 1]))
+
+  @classmethod
+  def empty(cls) -> "RelationTable":
+    """A table without videos."""
+    return cls(video_ids=[], bounds=np.zeros(1, np.int64), triplets=[],
+               triplet=np.zeros(0, np.int64), score=np.zeros(0),
+               duration=np.zeros((0, 2)), flags=np.zeros(0, np.uint8),
+               boxes=np.zeros((0, 4)), offset=np.zeros((0, 2), np.int64),
+               length=np.zeros((0, 2), np.int64))
+
+  def select_rows(self, keep: np.ndarray) -> "RelationTable":
+    """The rows where `keep` [R] bool, videos left without rows dropped.
+
+    Boxes are shared (offsets still point into `boxes`); `index` keeps each
+    row's original position in its video.
+    """
+    kept = np.zeros(len(keep) + 1, np.int64)
+    np.cumsum(keep, out=kept[1:])
+    counts = kept[self.bounds[1:]] - kept[self.bounds[:-1]]
+    index = self.index
+    if index is None:
+      index = np.arange(len(keep)) - np.repeat(self.bounds[:-1],
+                                               np.diff(self.bounds))
+    rows = np.flatnonzero(keep)
+    videos = np.flatnonzero(counts)
+    py = None
+    if self.py_scores:
+      new = {int(r): k for k, r in enumerate(rows.tolist())}
+      py = {new[r]: s for r, s in self.py_scores.items() if r in new}
+    return dataclasses.replace(
+        self, video_ids=[self.video_ids[v] for v in videos.tolist()],
+        bounds=_bounds(counts[videos]), triplet=self.triplet[rows],
+        score=self.score[rows], duration=self.duration[rows],
+        flags=self.flags[rows], offset=self.offset[rows],
+        length=self.length[rows], index=index[rows], py_scores=py)
 
   @classmethod
   def from_relations(cls, results: Mapping[str, Sequence[Any]]

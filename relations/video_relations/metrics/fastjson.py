@@ -1,10 +1,12 @@
-"""Reads a VRD submission / GT JSON file straight into a `RelationTable`.
+"""Reads a VRD submission / GT JSON file straight into columns.
 
 `json.load` of a VidOR-sized submission builds hundreds of millions of
 Python floats and lists (minutes, and ~13 GB for 69M boxes); the scorer
-needs flat float64 arrays. `read_table(path)` parses the bytes with a
-compiled scanner (numba) and writes the boxes directly into one [N, 4]
-array, with the values `json.load` would give:
+needs flat float64 arrays. `scan_document(path)` reads the file (`.json`,
+or `.json.xz` detected by content, decompressed by a read-ahead thread)
+window by window, and a compiled scanner (`json_scan.scan_window`) turns
+the whole videos of each window into `Chunk`s of arrays, with the values
+`json.load` would give:
 
 - Numbers: Python's `float()` is correctly rounded, so is every path here.
   A decimal with <= 15 significant digits and a decimal exponent within
@@ -12,132 +14,639 @@ array, with the values `json.load` would give:
   one correctly rounded operation (Clinger's fast path). Other decimals with
   <= 19 significant digits (e.g. the 17-digit `repr` of a float) use the
   Eisel-Lemire algorithm (128-bit products with a table of powers of five,
-  as fast_float). The rest (> 19 digits, subnormal results) go through
-  numpy's correctly rounded string -> float64 cast. The tests compare bits
-  with `json.loads` on random, extreme and exactly-halfway tokens.
-  `NaN` / `Infinity` / `-Infinity` are accepted as `json.load` does.
-- Strings (video ids, names) are decoded with `json.loads` of their raw
-  bytes, once per distinct byte string, so escapes decode exactly.
-- The whole document is validated as JSON (grammar, nesting); values of
-  keys the scorer does not read are validated and skipped.
+  as fast_float). The tests compare bits with `json.loads`.
+- Strings (video ids, names) are decoded once per distinct byte string
+  (`json.loads` where they hold escapes).
+- The whole document is validated as JSON (grammar, nesting, UTF-8);
+  values of keys the scorer does not read are validated and skipped. A
+  repeated key keeps the last value at the first key's position, as
+  `json.load` builds a dict.
+- A record the arrays do not represent - a missing, repeated or
+  mistyped field, an integer score, a number beyond the fast paths, a
+  triplet that is not 3 strings - is "irregular": its bytes are decoded
+  with `json.loads` (`Chunk.decode`), so the validator and the scorer see
+  exactly the object `json.load` would give.
 
-Anything the table cannot represent exactly - integer scores (the official
-integer-array behaviour), integers with more than 15 digits, a box that is
-not 4 numbers, a field that is missing or of another type, duplicate keys or
-video ids (`json.load` keeps the last) - raises `NotTabular`; callers then
-use `json.load` and the dict path, which reproduce the official behaviour
-on such input (and the validator explains it).
+Memory: one window (64 MiB unless a single video is larger) and the arrays
+of its videos; the consumer scores or keeps each chunk.
+
+`read_table(path)` / `parse_table(bytes)` collect a whole document into one
+`RelationTable`.
 """
 
+import dataclasses
 import json
 import lzma
+import queue
+import threading
+from typing import Any, Iterator
 
 import numpy as np
 
 from relations.video_relations.metrics import columns
 from relations.video_relations.metrics import json_scan
 
+WINDOW = 64 << 20                  # initial window (bytes)
+BLOCK = 8 << 20                    # read-ahead block (bytes)
+CAPACITY = (4096, 1 << 16, 1 << 21)   # initial videos, records, boxes
+IRREGULAR = json_scan.IRREGULAR
+WARN = json_scan.WARN
+XZ_MAGIC = b"\xfd7zXZ\x00"
+
+
+class FormatError(ValueError):
+  """Not a JSON document: `kind` "json" (malformed) or "decode" (not XZ /
+  not UTF-8); `detail` says what and where."""
+
+  def __init__(self, kind: str, detail: str):
+    super().__init__(detail)
+    self.kind = kind
+    self.detail = detail
+
 
 class NotTabular(ValueError):
-  """The file is valid JSON the table reader does not take; use json.load."""
+  """`read_table`: a record a table cannot hold (e.g. a missing field)."""
 
 
-def read_bytes(path: str) -> bytes:
-  """The file's bytes, XZ-decompressed if it is a `.json.xz` (by content)."""
-  with open(path, "rb") as f:
-    data = f.read()
-  if data.startswith(b"\xfd7zXZ\x00"):
-    data = lzma.decompress(data)
-  return data
+class Vocabulary:
+  """Names and triplets of one document, ids in first-occurrence order."""
+
+  def __init__(self):
+    self.names: list[str] = []
+    self.name_index: dict[str, int] = {}
+    self.triplets: list[tuple] = []
+    self.triplet_index: dict[tuple, int] = {}
+
+  def name_id(self, name: str) -> int:
+    i = self.name_index.get(name)
+    if i is None:
+      i = self.name_index[name] = len(self.names)
+      self.names.append(name)
+    return i
+
+  def triplet_id(self, triplet: tuple) -> int:
+    i = self.triplet_index.get(triplet)
+    if i is None:
+      i = self.triplet_index[triplet] = len(self.triplets)
+      self.triplets.append(triplet)
+    return i
 
 
-def parse_table(data: bytes, groundtruth: bool = False,
-                name: str = "<bytes>") -> columns.RelationTable:
-  """A submission (or GT JSON) document -> `RelationTable`.
+def _decode_token(raw: bytes) -> str:
+  """A JSON string token (with quotes) -> str, as json.loads."""
+  if b"\\" not in raw:
+    return raw[1:-1].decode("utf-8")
+  return json.loads(raw)
+
+
+@dataclasses.dataclass
+class Chunk:
+  """Whole videos of one window. Valid until the generator resumes.
+
+  Attributes:
+    buf: the window's bytes; base: their offset in the document.
+    video_ids: [V] decoded keys, in document order (may repeat).
+    is_list: [V] bool, the video's value is an array.
+    value_span: [V, 2] byte span of each video's value in `buf`.
+    rows: [V + 1] row bounds of each video's records.
+    span: [P, 2] byte span of each record in `buf`.
+    flag: [P] uint8: 0 plain, WARN plain with something to validate,
+      IRREGULAR (only `span` is meaningful; see `decode`).
+    triplet: [P] int64 id in `vocab.triplets` (-1 for irregular rows).
+    names: [P, 3] int64 ids in `vocab.names` (-1 for irregular rows).
+    score, duration [P, 2], flags (kernels.START_INT | END_INT), traj
+    [P, 2, 2] (first box, count) per side; boxes [N, 4] float64.
+    raw: None, or (a detached chunk, `buf` None) the bytes of every flagged
+      row, {row: bytes}.
+  """
+  buf: np.ndarray
+  base: int
+  video_ids: list
+  is_list: np.ndarray
+  value_span: np.ndarray
+  rows: np.ndarray
+  span: np.ndarray
+  flag: np.ndarray
+  triplet: np.ndarray
+  names: np.ndarray
+  score: np.ndarray
+  duration: np.ndarray
+  flags: np.ndarray
+  traj: np.ndarray
+  boxes: np.ndarray
+  vocab: Vocabulary
+  raw: dict | None = None
+
+  def decode(self, row: int) -> Any:
+    """The record as `json.load` gives it."""
+    if self.raw is not None:
+      return json.loads(self.raw[row])
+    s, e = self.span[row]
+    return json.loads(self.buf[s:e].tobytes())
+
+  def decode_value(self, video: int) -> Any:
+    """The value of video `video` (its index in the chunk), decoded."""
+    s, e = self.value_span[video]
+    return json.loads(self.buf[s:e].tobytes())
+
+
+class _Source:
+  """Decompressed blocks of a file, read ahead by a thread (file reads and
+  lzma release the GIL, so reading overlaps the scan)."""
+
+  def __init__(self, path: str, block: int = BLOCK):
+    self.path = path
+    self.file = open(path, "rb")  # pylint: disable=consider-using-with
+    self.xz = self.file.read(6).startswith(XZ_MAGIC)
+    self.file.seek(0)
+    self.readinto = None
+    if not self.xz:
+      # Plain files: straight into the window (one copy, no thread).
+      self.readinto = self.file.readinto
+      return
+    self.done = False
+    self.q = queue.Queue(maxsize=3)
+    self.stop = threading.Event()
+    self.thread = threading.Thread(target=self._run, args=(block,),
+                                   daemon=True)
+    self.thread.start()
+
+  def _run(self, block):
+    try:
+      f = lzma.open(self.path, "rb") if self.xz else open(self.path, "rb")
+      with f:
+        while not self.stop.is_set():
+          data = f.read(block)
+          self._put(data)
+          if not data:
+            return
+    except (lzma.LZMAError, EOFError, OSError) as e:
+      self._put(e)
+
+  def _put(self, item):
+    while not self.stop.is_set():
+      try:
+        self.q.put(item, timeout=0.1)
+        return
+      except queue.Full:
+        continue
+
+  def read(self) -> bytes:
+    if not self.xz:
+      return self.file.read(BLOCK)
+    if self.done:                 # the thread has ended
+      return b""
+    item = self.q.get()
+    if not isinstance(item, bytes) or not item:
+      self.done = True
+    if isinstance(item, OSError) and not isinstance(item, EOFError):
+      raise item
+    if isinstance(item, Exception):
+      raise FormatError("decode", f"cannot decompress: {item}")
+    return item
+
+  def close(self):
+    self.file.close()
+    if self.xz:
+      self.stop.set()
+
+
+class _BytesSource:
+  readinto = None
+
+  def __init__(self, data: bytes):
+    self.data = data
+
+  def read(self) -> bytes:
+    data, self.data = self.data, b""
+    return data
+
+  def close(self):
+    pass
+
+
+class _Outputs:
+  """The scanner's output arrays (capacities grow when one video needs)."""
+
+  def __init__(self, videos, rows, boxes):
+    self.vid_tok = np.zeros((videos, 2), np.int64)
+    self.vid_val = np.zeros((videos, 2), np.int64)
+    self.vid_list = np.zeros(videos, np.bool_)
+    self.vid_rows = np.zeros(videos + 1, np.int64)
+    self.pspan = np.zeros((rows, 2), np.int64)
+    self.pflag = np.zeros(rows, np.uint8)
+    self.name_tok = np.zeros((rows, 3, 2), np.int64)
+    self.score = np.zeros(rows)
+    self.dur = np.zeros((rows, 2))
+    self.dflags = np.zeros(rows, np.uint8)
+    self.traj = np.zeros((rows, 2, 2), np.int64)
+    self.boxes = np.zeros(4 * boxes)
+    self.counts = np.zeros(3, np.int64)
+
+  def grown(self):
+    return _Outputs(2 * len(self.vid_list), 2 * len(self.score),
+                    len(self.boxes) // 2)
+
+  def args(self):
+    return (self.vid_tok, self.vid_val, self.vid_list, self.vid_rows,
+            self.pspan, self.pflag, self.name_tok, self.score, self.dur,
+            self.dflags, self.traj, self.boxes, self.counts)
+
+
+def _position(buf, base, pos):
+  """'byte N' (+ line and column when the window starts the document)."""
+  where = f"byte {base + pos}"
+  if base == 0:
+    head = buf[:pos].tobytes()
+    line = head.count(b"\n") + 1
+    col = len(head) - (head.rfind(b"\n") + 1) + 1
+    where += f" (line {line}, column {col})"
+  return where
+
+
+def _chunk(buf, base, out, vocab, detach=False):
+  nv, npred, nbox = (int(x) for x in out.counts)
+  tok = out.vid_tok[:nv]
+  video_ids = [_decode_token(buf[s:e].tobytes()) for s, e in tok.tolist()]
+  flag = out.pflag[:npred]
+  plain = flag != IRREGULAR
+  names = np.full((npred, 3), -1, np.int64)
+  triplet = np.full(npred, -1, np.int64)
+  if plain.any():
+    ntok = out.name_tok[:npred][plain].reshape(-1, 2)
+    ids, reps, collision = json_scan.name_ids(buf, ntok)
+    if collision:          # a 64-bit hash collision: decode every token
+      ids = np.asarray([vocab.name_id(_decode_token(buf[s:e].tobytes()))
+                        for s, e in ntok.tolist()], np.int64)
+    else:
+      glob = np.asarray([vocab.name_id(_decode_token(
+          buf[ntok[r, 0]:ntok[r, 1]].tobytes())) for r in reps.tolist()],
+                        np.int64)
+      ids = glob[ids]
+    ids = ids.reshape(-1, 3)
+    names[plain] = ids
+    uniq, inverse = np.unique(ids, axis=0, return_inverse=True)
+    tid = np.asarray([vocab.triplet_id(tuple(vocab.names[j] for j in u))
+                      for u in uniq.tolist()], np.int64)
+    triplet[plain] = tid[inverse.reshape(-1)]
+  raw = None
+  if detach:
+    raw = {r: buf[out.pspan[r, 0]:out.pspan[r, 1]].tobytes()
+           for r in np.flatnonzero(flag).tolist()}
+    buf = None
+  return Chunk(
+      raw=raw, buf=buf, base=base, video_ids=video_ids,
+      is_list=out.vid_list[:nv], value_span=out.vid_val[:nv],
+      rows=out.vid_rows[:nv + 1],
+      span=out.pspan[:npred], flag=flag, triplet=triplet, names=names,
+      score=out.score[:npred], duration=out.dur[:npred],
+      flags=out.dflags[:npred], traj=out.traj[:npred],
+      boxes=out.boxes[:4 * nbox].reshape(-1, 4), vocab=vocab)
+
+
+def scan_document(source, groundtruth: bool = False,
+                  vocab: Vocabulary | None = None,
+                  window: int | None = None, detach: bool = False,
+                  capacity: tuple | None = None
+                  ) -> Iterator[tuple[str, Any]]:
+  """Events of a document, read window by window.
 
   Args:
-    data: the JSON bytes (UTF-8).
-    groundtruth: the document is the GT mapping `{video_id: [...]}` (no
-      "results" wrapper, no scores) instead of a submission.
-    name: used in error messages.
+    source: a file path (`.json` or `.json.xz`) or the bytes.
+    groundtruth: the document is the GT mapping `{video_id: [instance]}`
+      (instances with subject_tid / object_tid, no score); else a
+      submission `{"results": {video_id: [record]}, ...}`.
+    vocab: the `Vocabulary` to extend (a new one by default).
+    window: initial window size in bytes (default `WINDOW`).
+    detach: chunks do not refer to the window (`Chunk.raw`) and their
+      arrays stay valid until three more chunks have been yielded, so a
+      consumer thread may work on one while the next ones are scanned.
+    capacity: initial (videos, records, boxes) of the output arrays
+      (default `CAPACITY`; untouched capacity costs address space only).
 
-  Returns:
-    The table, videos and rows in file order, `exact_ints` set (integers
-    in the file are Python ints for the official code).
+  Yields:
+    ("chunk", Chunk) whole videos; ("version", value) a top-level
+    "version"; ("results_again", None) a later top-level "results" starts
+    (json.load keeps the last: drop what came before); and last one of
+    ("end", kind) with kind 0 no "results", 1 an object, 2 another value;
+    ("not_object", None) a top-level value that is not an object;
+    ("annotation", None) GT mode: a top-level "trajectories" key (one
+    annotation file, not the GT mapping).
 
   Raises:
-    NotTabular: invalid JSON or content the table does not represent
-      exactly (see the module docstring); the message names the byte.
+    FormatError: not UTF-8 / XZ, or not JSON.
   """
-  buf = np.frombuffer(data, np.uint8)
-  if len(buf) and buf.max() >= 0x80:
-    try:
-      data.decode("utf-8")
-    except UnicodeDecodeError as e:
-      raise NotTabular(f"{name}: not UTF-8: {e}") from None
-  # '[' bounds the boxes and videos, '{' the predictions.
-  n_open, n_obj = (int(x) + 1 for x in json_scan.count_brackets(buf))
-  boxes = np.empty(4 * n_open)
-  name_tok = np.zeros((n_obj, 3, 2), np.int64)
-  score = np.empty(n_obj)
-  dur = np.zeros((n_obj, 2))
-  dur_flags = np.zeros(n_obj, np.uint8)
-  traj = np.zeros((n_obj, 2, 2), np.int64)
-  video_tok = np.zeros((n_open, 2), np.int64)
-  video_bounds = np.zeros(n_open + 1, np.int64)
-  counts = np.zeros(4, np.int64)
-  slow = np.empty((min(1 << 20, 4 * n_open + 3 * n_obj), 2), np.int64)
+  vocab = vocab or Vocabulary()
+  src = (_BytesSource(bytes(source)) if isinstance(
+      source, (bytes, bytearray, memoryview)) else _Source(source, BLOCK))
+  try:
+    yield from _scan(src, groundtruth, vocab, window or WINDOW, detach,
+                     capacity or CAPACITY)
+  finally:
+    src.close()
+
+
+def _scan(src, groundtruth, vocab, window, detach, capacity):
+  win = np.empty(window, np.uint8)
+  filled = pos = base = 0
+  pending = b""
+  eof = False
+  state = np.zeros(5, np.int64)
+  outs = [_Outputs(*capacity) for _ in range(3 if detach else 1)]
+  turn = 0
   while True:
-    err, pos = json_scan.scan(buf, groundtruth, boxes, name_tok, score, dur,
-                              dur_flags, traj, video_tok, video_bounds, slow,
-                              counts)
-    if err != json_scan.SLOW_FULL:
-      break
-    slow = np.empty((4 * n_open + 3 * n_obj, 2), np.int64)
-  if err:
-    raise NotTabular(f"{name}: byte {pos}: {json_scan.MESSAGES[err]}")
-  nv, npred, nbox, nslow = map(int, counts)
-  boxes = boxes[:4 * nbox]
-  if nslow:
-    # Exact conversion of the tokens the fast path does not take.
-    rows = json_scan.slow_tokens(buf, slow[:nslow, 0])
-    values = rows.view(f"S{rows.shape[1]}").reshape(-1).astype(np.float64)
-    target, kind = slow[:nslow, 1] // 4, slow[:nslow, 1] % 4
-    boxes[target[kind == 0]] = values[kind == 0]
-    score[target[kind == 1]] = values[kind == 1]
-    dur.reshape(-1)[target[kind == 2]] = values[kind == 2]
-  # Names: one json.loads per distinct raw token, then one id per triplet.
-  tok = name_tok[:npred].reshape(-1, 2)
-  ids, reps, collision = json_scan.name_ids(buf, tok)
-  if collision:
-    raise NotTabular(f"{name}: name hash collision")
-  names = [json.loads(data[tok[r, 0]:tok[r, 1]]) for r in reps]
-  ids = ids.reshape(-1, 3)
-  triplet = np.zeros(len(ids), np.int64)
-  vocab = {}
-  if len(ids):
-    uniq, first, inverse = np.unique(ids, axis=0, return_index=True,
+    # Fill the window.
+    while filled < len(win) and not eof:
+      if not pending and src.readinto is not None:
+        k = src.readinto(memoryview(win)[filled:])
+        if not k:
+          eof = True
+        filled += k
+        continue
+      if not pending:
+        pending = memoryview(src.read())
+        if not pending:
+          eof = True
+          break
+      k = min(len(pending), len(win) - filled)
+      win[filled:filled + k] = np.frombuffer(pending, np.uint8, k)
+      pending = pending[k:]
+      filled += k
+    final = eof and not pending
+    buf = win[:filled]
+    out = outs[turn]
+    code, newpos = json_scan.scan_window(buf, final, groundtruth, state, pos,
+                                         *out.args())
+    code, newpos = int(code), int(newpos)
+    if out.counts[0]:
+      yield "chunk", _chunk(buf, base, out, vocab, detach)
+      turn = (turn + 1) % len(outs)
+    if state[1] >= 0:
+      yield "version", json.loads(buf[state[1]:state[2]].tobytes())
+    if code == json_scan.DONE:
+      yield "end", int(state[4])
+      return
+    if code == json_scan.NOT_OBJECT:
+      yield "not_object", None
+      return
+    if code == json_scan.TRAJECTORIES:
+      yield "annotation", None
+      return
+    if code in (json_scan.INVALID, json_scan.TOO_DEEP):
+      # json.load decodes the whole file first: a UTF-8 error anywhere
+      # wins over a JSON error (the scanner checks UTF-8 only in strings).
+      _utf8_error(src, buf, base, pending)
+      what = ("invalid JSON" if code == json_scan.INVALID else
+              f"nesting deeper than {json_scan.MAX_DEPTH} levels")
+      raise FormatError("json", f"{what} at {_position(buf, base, newpos)}")
+    if code == json_scan.RESULTS_AGAIN:
+      yield "results_again", None
+      pos = newpos
+      continue
+    if code == json_scan.FULL:
+      if not out.counts[0]:
+        outs[turn] = out.grown()
+      pos = newpos
+      continue
+    # MORE: keep the unscanned tail, read on (a larger window if one
+    # video / member does not fit).
+    if newpos == 0 and filled == len(win):
+      grown = np.empty(2 * len(win), np.uint8)
+      grown[:filled] = win[:filled]
+      win = grown
+    elif newpos:
+      tail = filled - newpos
+      win[:tail] = win[newpos:filled].copy() if tail > newpos else win[
+          newpos:filled]
+      base += newpos
+      filled = tail
+    pos = 0
+
+
+def _utf8_error(src, buf, base, pending):
+  """Raises FormatError("decode") at the first byte of this window and the
+  rest of the document that is not UTF-8."""
+  offset, tail = base, b""
+  data = buf.tobytes()
+  while True:
+    chunk = tail + data
+    status, at = json_scan.utf8_check(np.frombuffer(chunk, np.uint8))
+    at = int(at)
+    if status == 1:
+      raise FormatError("decode", f"'utf-8' codec can't decode byte "
+                        f"0x{chunk[at]:02x} at byte {offset + at}")
+    offset += at
+    tail = chunk[at:]
+    data, pending = (pending, b"") if pending else (src.read(), b"")
+    if not data:
+      if tail:
+        raise FormatError("decode", f"'utf-8' codec can't decode byte "
+                          f"0x{tail[0]:02x} at byte {offset}: unexpected "
+                          "end of data")
+      return
+
+
+def record_values(rec) -> tuple | None:
+  """(triplet, score, start, end, flags, sub_traj, obj_traj) of a decoded
+  record the scorer can read, None if it cannot (not an object, a field
+  missing or of the wrong type). Trajectories stay Python lists."""
+  if not isinstance(rec, dict):
+    return None
+  t, d = rec.get("triplet"), rec.get("duration")
+  if (not isinstance(t, list) or not all(isinstance(x, str) for x in t)
+      or not isinstance(d, list) or len(d) != 2
+      or any(isinstance(x, bool) or not isinstance(x, (int, float))
+             for x in d)):
+    return None
+  s = rec.get("score", 0.0)
+  if isinstance(s, bool) or not isinstance(s, (int, float)):
+    return None
+  if "sub_traj" not in rec or "obj_traj" not in rec:
+    return None
+  return (tuple(t), s, d[0], d[1], columns.duration_flags(d[0], d[1]),
+          rec["sub_traj"], rec["obj_traj"])
+
+
+def chunk_table(chunk: Chunk, records: dict | None = None,
+                copy: bool = False) -> columns.RelationTable:
+  """The chunk's list-valued videos as a `RelationTable`.
+
+  Args:
+    chunk: a `Chunk`.
+    records: {row: decoded record} for irregular rows (default: decoded
+      here); a row whose record the scorer cannot read gets a triplet that
+      matches nothing and invalid trajectories (the validator refuses it).
+    copy: copy the arrays (they are reused by the next chunk otherwise).
+
+  Returns:
+    The table; `py_scores` holds integer scores.
+  """
+  vocab = chunk.vocab
+  irregular = np.flatnonzero(chunk.flag == IRREGULAR)
+  triplet = chunk.triplet.copy()
+  score, duration, flags = chunk.score, chunk.duration, chunk.flags
+  offset = np.ascontiguousarray(chunk.traj[:, :, 0])
+  length = np.ascontiguousarray(chunk.traj[:, :, 1])
+  boxes = chunk.boxes
+  py_scores = None
+  if len(irregular):
+    score, duration, flags = score.copy(), duration.copy(), flags.copy()
+    offset, length = offset.copy(), length.copy()
+    store = columns.TrajectoryStore()
+    py_scores = {}
+    for r in irregular.tolist():
+      rec = records[r] if records is not None and r in records else (
+          chunk.decode(r))
+      vals = record_values(rec)
+      if vals is None:
+        triplet[r] = vocab.triplet_id(("<unreadable record>",))
+        score[r], duration[r], flags[r] = 0.0, (0.0, 0.0), 0
+        offset[r], length[r] = (0, 0), (-1, -1)
+        continue
+      t, s, start, end, f, sub, obj = vals
+      triplet[r] = vocab.triplet_id(t)
+      score[r] = float(s)
+      if isinstance(s, int):
+        py_scores[r] = s
+      duration[r] = (float(start), float(end))
+      flags[r] = f
+      for side, traj in enumerate((sub, obj)):
+        o, n = store.add(traj)
+        offset[r, side] = o + len(boxes) if n >= 0 else 0
+        length[r, side] = n
+    boxes = np.concatenate([boxes, store.boxes()])
+  table = columns.RelationTable(
+      video_ids=list(chunk.video_ids), bounds=chunk.rows,
+      triplets=vocab.triplets, triplet=triplet, score=score,
+      duration=duration, flags=flags, boxes=boxes, offset=offset,
+      length=length, exact_ints=True, py_scores=py_scores or None)
+  if copy:
+    table = dataclasses.replace(
+        table, score=table.score.copy(), duration=table.duration.copy(),
+        flags=table.flags.copy(), boxes=table.boxes.copy(),
+        offset=table.offset.copy(), length=table.length.copy())
+  table.bounds = table.bounds.copy()
+  return table
+
+
+def concat_tables(parts: list, order: dict | None = None
+                  ) -> columns.RelationTable:
+  """One table of `parts` (tables sharing one triplet list).
+
+  Args:
+    parts: `RelationTable`s.
+    order: {video_id: (part, video index in part)}: the videos to keep, in
+      this order (default: all, in order).
+
+  Returns:
+    The table; triplet ids compacted to the triplets used, in first
+    occurrence order.
+  """
+  if order is None:
+    order = {}
+    for k, part in enumerate(parts):
+      for j, vid in enumerate(part.video_ids):
+        order[vid] = (k, j)
+  if len(parts) == 1 and list(order.values()) == [
+      (0, j) for j in range(len(parts[0].video_ids))]:
+    # One part in its own order: no copy, only the triplet ids compacted.
+    part = parts[0]
+    uniq, first, inverse = np.unique(part.triplet, return_index=True,
                                      return_inverse=True)
-    # Ids in order of first occurrence (as `RelationTable.from_dicts`).
-    order = np.argsort(first, kind="stable")
-    remap = np.empty(len(uniq), np.int64)
-    for u in order.tolist():
-      remap[u] = vocab.setdefault(tuple(names[j] for j in uniq[u].tolist()),
-                                  len(vocab))
-    triplet = remap[inverse.reshape(-1)]
-  video_ids = [json.loads(data[s:e]) for s, e in video_tok[:nv].tolist()]
-  if len(set(video_ids)) != nv:
-    raise NotTabular(f"{name}: a video id appears twice (json.load keeps "
-                     "the last)")
-  t = traj[:npred]
+    by_first = np.argsort(first, kind="stable")
+    rank = np.empty(len(uniq), np.int64)
+    rank[by_first] = np.arange(len(uniq))
+    return dataclasses.replace(
+        part, video_ids=list(order),
+        triplets=[part.triplets[u] for u in uniq[by_first].tolist()],
+        triplet=rank[inverse.reshape(-1)])
+  row_base = np.cumsum([0] + [len(p) for p in parts])
+  box_base = np.cumsum([0] + [len(p.boxes) for p in parts])
+  sel, counts = [], []
+  for k, j in order.values():
+    b = parts[k].bounds
+    sel.append(np.arange(b[j], b[j + 1]) + row_base[k])
+    counts.append(int(b[j + 1] - b[j]))
+  sel = np.concatenate(sel) if sel else np.zeros(0, np.int64)
+
+  def cat(name):
+    return np.concatenate([getattr(p, name) for p in parts]) if parts else (
+        getattr(columns.RelationTable.empty(), name))
+  offset = np.concatenate([p.offset + box_base[k] for k, p in
+                           enumerate(parts)]) if parts else np.zeros(
+                               (0, 2), np.int64)
+  py = {}
+  for k, p in enumerate(parts):
+    for r, s in (p.py_scores or {}).items():
+      py[int(r + row_base[k])] = s
+  triplet = cat("triplet")[sel]
+  triplets = parts[0].triplets if parts else []
+  uniq, first, inverse = np.unique(triplet, return_index=True,
+                                   return_inverse=True)
+  rank = np.empty(len(uniq), np.int64)
+  rank[np.argsort(first, kind="stable")] = np.arange(len(uniq))
+  new_pos = {int(r): i for i, r in enumerate(sel.tolist())} if py else {}
   return columns.RelationTable(
-      video_ids=video_ids, bounds=video_bounds[:nv + 1].copy(),
-      triplets=list(vocab), triplet=triplet, score=score[:npred].copy(),
-      duration=dur[:npred].copy(), flags=dur_flags[:npred].copy(),
-      boxes=boxes.reshape(-1, 4), offset=np.ascontiguousarray(t[:, :, 0]),
-      length=np.ascontiguousarray(t[:, :, 1]), exact_ints=True)
+      video_ids=list(order), bounds=columns._bounds(counts),  # pylint: disable=protected-access
+      triplets=[triplets[u] for u in uniq[np.argsort(first, kind="stable")]
+                .tolist()],
+      triplet=rank[inverse.reshape(-1)], score=cat("score")[sel],
+      duration=cat("duration")[sel], flags=cat("flags")[sel],
+      boxes=cat("boxes"), offset=offset[sel], length=cat("length")[sel],
+      exact_ints=True,
+      py_scores={new_pos[r]: s for r, s in py.items() if r in new_pos}
+      or None)
+
+
+def parse_table(data, groundtruth: bool = False,
+                name: str = "<bytes>") -> columns.RelationTable:
+  """A whole submission (or GT JSON) document -> `RelationTable`.
+
+  Videos in `json.load`'s dict order (a repeated id: the last value at
+  the first position); irregular records are decoded with `json.loads`.
+
+  Args:
+    data: the JSON bytes, or a file path (`.json` / `.json.xz`).
+    groundtruth: the document is the GT mapping (see `scan_document`).
+    name: used in messages.
+
+  Raises:
+    NotTabular: invalid JSON, no "results" object, a value that is not a
+      list of records the scorer can read; the message says where.
+  """
+  vocab = Vocabulary()
+  parts, order = [], {}
+  try:
+    for event, value in scan_document(data, groundtruth, vocab):
+      if event == "chunk":
+        bad = [value.video_ids[v] for v in np.flatnonzero(~value.is_list)]
+        records = {}
+        for r in np.flatnonzero(value.flag == IRREGULAR).tolist():
+          records[r] = value.decode(r)
+          if record_values(records[r]) is None:
+            v = int(np.searchsorted(value.rows, r, side="right")) - 1
+            raise NotTabular(f"{name}: video {value.video_ids[v]!r}, record "
+                             f"{r - int(value.rows[v])}: not a relation the "
+                             "scorer can read")
+        if bad:
+          raise NotTabular(f"{name}: video {bad[0]!r}: not a list")
+        parts.append(chunk_table(value, records, copy=True))
+        for j, vid in enumerate(value.video_ids):
+          order[vid] = (len(parts) - 1, j)
+      elif event == "results_again":
+        parts, order = [], {}
+      elif event == "end":
+        if value != 1 and not groundtruth:
+          raise NotTabular(f"{name}: no top-level 'results' object")
+      elif event in ("not_object", "annotation"):
+        raise NotTabular(f"{name}: not a {{video_id: [...]}} mapping"
+                         if groundtruth else
+                         f"{name}: no top-level 'results' object")
+  except FormatError as e:
+    raise NotTabular(f"{name}: {e.detail}") from None
+  return concat_tables(parts, order)
 
 
 def read_table(path: str, groundtruth: bool = False) -> columns.RelationTable:
   """`parse_table` of a `.json` / `.json.xz` file (see there)."""
-  return parse_table(read_bytes(path), groundtruth, name=path)
+  return parse_table(path, groundtruth, name=path)

@@ -6,6 +6,8 @@ Submission: `{"version": "VERSION 1.0", "results": {video_id:
 Ground truth: an official annotation folder / file or one consolidated GT JSON
 (`relations.video_relations.data.annotations.load_groundtruth`); a folder is read in the
 order the official dataset classes read it (`official_annotation_files`).
+The CLI reads both into columns (`read_groundtruth_table`, `fastjson`);
+`load_submission` / `load_groundtruth` (dicts) remain for the dict oracle.
 """
 
 import glob
@@ -14,7 +16,11 @@ import lzma
 import os
 from typing import Any
 
+import numpy as np
+
 from relations.video_relations.data import annotations as vrd_json
+from relations.video_relations.metrics import columns
+from relations.video_relations.metrics import fastjson
 from relations.io_util import write_json_atomic# pylint: disable=unused-import  (re-exported)
 
 
@@ -105,3 +111,103 @@ def load_groundtruth(path: str, dataset: str | None = None) -> dict:
       source[vid] = f
       out[vid] = rels
   return out
+
+
+def _shared(table: columns.RelationTable, vocab: fastjson.Vocabulary):
+  """`table` with its triplet ids in `vocab` (for `concat_tables`)."""
+  remap = np.asarray([vocab.triplet_id(t) for t in table.triplets], np.int64)
+  table.triplet = remap[table.triplet] if len(remap) else table.triplet
+  table.triplets = vocab.triplets
+  return table
+
+
+def _strip(table: columns.RelationTable) -> columns.RelationTable:
+  """The table without its boxes (only the triplets are wanted)."""
+  table.boxes = np.zeros((0, 4))
+  table.offset = np.zeros_like(table.offset)
+  table.length = np.zeros_like(table.length)
+  return table
+
+
+def read_groundtruth_table(path: str, dataset: str | None = None,
+                           keep_boxes: bool = True
+                           ) -> columns.RelationTable:
+  """The ground truth as a `RelationTable`, never as one object tree.
+
+  Same input, videos, order, values and errors as `load_groundtruth`: an
+  annotation folder is read file by file (official `glob` order), a
+  consolidated GT JSON is scanned window by window (`fastjson`), and only
+  a video whose records are not plain is decoded alone and checked by the
+  same code (`annotations._groundtruth_from_json`).
+
+  Args:
+    path: annotation folder, annotation file or consolidated GT JSON.
+    dataset: "vidor" / "vidvrd" / None (as `load_groundtruth`).
+    keep_boxes: False keeps no boxes (e.g. only the triplets of a training
+      split are needed).
+
+  Raises:
+    FileNotFoundError, vrd_json.AnnotationError: as `load_groundtruth`.
+  """
+  vocab = fastjson.Vocabulary()
+  keep = (lambda t: t) if keep_boxes else _strip
+  if os.path.isdir(path):
+    parts, order, source = [], {}, {}
+    for f in official_annotation_files(path, dataset):
+      gt = vrd_json.load_groundtruth(f, dataset=dataset)
+      for vid in gt:
+        if vid in source:
+          raise vrd_json.AnnotationError(
+              f"{f}: video_id {vid} also in {source[vid]}")
+        source[vid] = f
+      parts.append(keep(_shared(columns.RelationTable.from_dicts(gt), vocab)))
+      for j, vid in enumerate(gt):
+        order[vid] = (len(parts) - 1, j)
+    return fastjson.concat_tables(parts, order)
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"{path}: no such file or folder")
+  parts, order, errors = [], {}, {}
+  with open(path, "rb") as f:
+    plain = not f.read(6).startswith(fastjson.XZ_MAGIC)
+  size = os.path.getsize(path)
+  # The boxes kept: a plain file in one window, with output arrays it
+  # cannot fill (a box takes >= 9 bytes, a record >= 60): one chunk, no
+  # copies (untouched capacity is address space only).
+  whole = plain and keep_boxes
+  window = size + 1 if whole else None
+  capacity = (size // 7 + 16, size // 60 + 16, size // 9 + 16) if whole else (
+      None)
+  try:
+    for kind, chunk in fastjson.scan_document(path, groundtruth=True,
+                                              vocab=vocab, window=window,
+                                              capacity=capacity):
+      if kind == "annotation":
+        gt = vrd_json.load_groundtruth(path, dataset=dataset)
+        return keep(_shared(columns.RelationTable.from_dicts(gt), vocab))
+      if kind == "not_object":
+        raise vrd_json.AnnotationError(
+            f"{path}: ground truth must map video ids to lists")
+      if kind != "chunk":
+        continue
+      for v, vid in enumerate(chunk.video_ids):
+        errors.pop(vid, None)
+        if not chunk.is_list[v]:
+          errors[vid] = vrd_json.AnnotationError(
+              f"{path}: video {vid}: expected a list")
+        elif (chunk.flag[chunk.rows[v]:chunk.rows[v + 1]]
+              == fastjson.IRREGULAR).any():
+          try:
+            vrd_json._groundtruth_from_json(  # pylint: disable=protected-access
+                {vid: chunk.decode_value(v)}, path)
+          except vrd_json.AnnotationError as e:
+            errors[vid] = e
+      parts.append(keep(fastjson.chunk_table(chunk, copy=window is None)))
+      for j, vid in enumerate(chunk.video_ids):
+        order[vid] = (len(parts) - 1, j)
+  except fastjson.FormatError as e:
+    what = "malformed JSON" if e.kind == "json" else "cannot read"
+    raise vrd_json.AnnotationError(f"{path}: {what}: {e.detail}") from None
+  for vid in order:
+    if vid in errors:
+      raise errors[vid]
+  return fastjson.concat_tables(parts, order)

@@ -1,8 +1,10 @@
 """Compiled (numba) JSON scanner behind `fastjson` (see its docstring).
 
-`scan(buf, ...)` validates a whole submission / GT document and writes the
-relation fields into preallocated arrays. Numbers: Clinger's fast path,
-then Eisel-Lemire (`_eisel_lemire`), else marked for the exact slow path.
+`scan_window(...)` validates a submission / GT document window by window
+(resumable at video boundaries) and writes the relation fields of each
+prediction into preallocated arrays. Numbers: Clinger's fast path, then
+Eisel-Lemire (`_eisel_lemire`); anything else makes the prediction
+"irregular" (decoded by `json.loads` of its bytes instead).
 """
 
 import math
@@ -15,20 +17,24 @@ import numpy as np
 # byte array costs an incref / decref pair, which made the scanner ~4x
 # slower (inlining did not remove them).
 _leaf = numba.njit(cache=True, nogil=True, _nrt=False)
+# The per-byte / per-number helpers, inlined by numba into their callers
+# (LLVM alone did not inline them across numba's function boundaries).
+_hot = numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 
-# Error codes of the scanner (position in `MESSAGES`).
-MESSAGES = (
-    "ok", "invalid JSON", "nesting deeper than 512", "unexpected type or "
-    "shape where the table needs an object / array / number / string",
-    "a box is not 4 numbers", "an integer score (official integer-array "
-    "semantics)", "an integer with more than 15 digits", "a required field "
-    "is missing", "a key appears twice in one object", "a triplet is not 3 "
-    "strings", "a duration is not 2 numbers", "no top-level 'results' object",
-    "(internal: slow-number buffer full)",
-)
-_INVALID, _DEEP, _TYPE, _BOX, _INT_SCORE, _BIG_INT = 1, 2, 3, 4, 5, 6
-_MISSING, _DUPLICATE, _TRIPLET, _DURATION, _NO_RESULTS = 7, 8, 9, 10, 11
-SLOW_FULL = 12
+# Return codes of `scan_window`.
+DONE = 0           # the document is complete (final window only)
+MORE = 1           # the window ends inside a video / member: resume at pos
+FULL = 2           # the output arrays are full: take them, resume at pos
+RESULTS_AGAIN = 3  # another top-level "results" starts at pos (last wins)
+NOT_OBJECT = 4     # valid JSON whose top-level value is not an object
+TRAJECTORIES = 5   # GT mode: a top-level "trajectories" key (annotation)
+INVALID = 6        # not JSON (pos: where it was detected)
+TOO_DEEP = 7       # nesting deeper than MAX_DEPTH
+MAX_DEPTH = 4096
+
+# Prediction flags (`pflag`).
+IRREGULAR = 1      # not a plain record: decode its bytes with json.loads
+WARN = 2           # plain, but the validator has something to say on it
 
 # Number kinds.
 _FLOAT, _INT, _SLOW, _BAD = 0, 1, 2, -1
@@ -37,12 +43,18 @@ POW10 = np.array([10.0 ** k for k in range(23)])
 
 # Literals and keys the scanner compares against, as (offset, length) into
 # one constant byte array (globals are compile-time constants in numba).
-_LEX = np.frombuffer(b"truefalsenullNaNInfinity"
-                     b"resultstripletscoredurationsub_trajobj_traj", np.uint8)
-_TRUE_W, _FALSE_W, _NULL_W, _NAN_W, _INF_W = (0, 4), (4, 5), (9, 4), (13, 3), (
-    16, 8)
-_KEY_AT = np.array([24, 31, 38, 43, 51, 59], np.int64)
-_KEY_LEN = np.array([7, 7, 5, 8, 8, 8], np.int64)
+_WORDS = (b"true", b"false", b"null", b"NaN", b"Infinity", b"results",
+          b"triplet", b"score", b"duration", b"sub_traj", b"obj_traj",
+          b"subject_tid", b"object_tid", b"version", b"trajectories")
+_LEX = np.frombuffer(b"".join(_WORDS), np.uint8)
+_AT = [sum(map(len, _WORDS[:k])) for k in range(len(_WORDS))]
+_TRUE_W, _FALSE_W, _NULL_W, _NAN_W, _INF_W = (
+    (_AT[k], len(_WORDS[k])) for k in range(5))
+# Keys: 0 results, 1 triplet, 2 score, 3 duration, 4 sub_traj, 5 obj_traj,
+# 6 subject_tid, 7 object_tid, 8 version, 9 trajectories.
+_KEY_AT = np.array(_AT[5:], np.int64)
+_KEY_LEN = np.array([len(w) for w in _WORDS[5:]], np.int64)
+_K_RESULTS, _K_VERSION, _K_TRAJECTORIES = 0, 8, 9
 
 
 def _powers_of_five():
@@ -136,7 +148,7 @@ def _eisel_lemire(w, q):
   return math.ldexp(float(mantissa), power2 - 1075), True
 
 
-@_leaf
+@_hot
 def _ws(buf, i):
   n = len(buf)
   while i < n:
@@ -176,8 +188,51 @@ def _string_end(buf, i):
       continue
     if c < 32:
       return -1
+    if c >= 0x80:
+      k = _utf8_length(buf, i)
+      if k < 0:
+        return -1
+      i += k
+      continue
     i += 1
   return -1
+
+
+@_leaf
+def _utf8_length(buf, i):
+  """Length of the valid UTF-8 sequence of a non-ASCII byte at i (Python's
+  strict decoder: no overlong forms, surrogates or code points above
+  U+10FFFF), -1 if invalid or cut by the end of buf.
+
+  Strings are the only place JSON allows non-ASCII bytes, so with this
+  check a scanned document is valid UTF-8 (no separate pass over it).
+  """
+  n = len(buf)
+  c = buf[i]
+  if 0xC2 <= c <= 0xDF:
+    k, lo, hi = 1, 0x80, 0xBF
+  elif c == 0xE0:
+    k, lo, hi = 2, 0xA0, 0xBF
+  elif 0xE1 <= c <= 0xEC or c == 0xEE or c == 0xEF:
+    k, lo, hi = 2, 0x80, 0xBF
+  elif c == 0xED:
+    k, lo, hi = 2, 0x80, 0x9F
+  elif c == 0xF0:
+    k, lo, hi = 3, 0x90, 0xBF
+  elif 0xF1 <= c <= 0xF3:
+    k, lo, hi = 3, 0x80, 0xBF
+  elif c == 0xF4:
+    k, lo, hi = 3, 0x80, 0x8F
+  else:
+    return -1
+  if i + k >= n:
+    return -1
+  if not (lo <= buf[i + 1] <= hi):
+    return -1
+  for j in range(i + 2, i + k + 1):
+    if not (0x80 <= buf[j] <= 0xBF):
+      return -1
+  return k + 1
 
 
 @_leaf
@@ -289,6 +344,48 @@ def _number(buf, i):
   return (-v if neg else v), _FLOAT, j
 
 
+@_hot
+def _fast_number(buf, i):
+  """`_number` for the common token: [-]digits[.digits], <= 15 digits.
+
+  Such a token is m / 10**f with m < 10**15 < 2**53 and f <= 15, one
+  correctly rounded division of two exact doubles (signed 64-bit
+  arithmetic, no per-digit bookkeeping). Anything else goes to `_number`.
+  """
+  n = len(buf)
+  j = i
+  neg = False
+  if j < n and buf[j] == 45:
+    neg = True
+    j += 1
+  if j >= n or not (48 <= buf[j] <= 57):
+    return _number(buf, i)
+  if buf[j] == 48 and j + 1 < n and 48 <= buf[j + 1] <= 57:
+    return _number(buf, i)                 # "01": invalid, as _number says
+  m = 0
+  nd = 0
+  while j < n and 48 <= buf[j] <= 57:
+    m = m * 10 + np.int64(buf[j] - 48)
+    nd += 1
+    j += 1
+  frac = 0
+  if j < n and buf[j] == 46:
+    j += 1
+    while j < n and 48 <= buf[j] <= 57:
+      m = m * 10 + np.int64(buf[j] - 48)
+      frac += 1
+      j += 1
+    if frac == 0:
+      return _number(buf, i)
+  if nd + frac > 15 or (j < n and (buf[j] == 101 or buf[j] == 69)):
+    return _number(buf, i)
+  v = float(m)
+  if frac == 0:
+    return (-v if neg and v != 0 else v), _INT, j
+  v = v / POW10[frac]
+  return (-v if neg else v), _FLOAT, j
+
+
 @_leaf
 def _past_key(buf, i):
   """An object member's key and ':' at i: the index after the ':', -1 if
@@ -306,90 +403,127 @@ def _past_key(buf, i):
 
 
 @numba.njit(cache=True, nogil=True)
-def _skip_value(buf, i):
-  """Validates and skips one JSON value at i; end index or -(error)."""
+def _skip(buf, i):
+  """Validates and skips the JSON value at i.
+
+  Returns:
+    (end, status, pos): status 0 and the index after the value, or status
+    INVALID / TOO_DEEP and the byte where that was detected.
+  """
   n = len(buf)
-  stack = np.empty(512, np.uint8)
+  stack = np.empty(0, np.uint8)
   sp = 0
   while True:
     i = _ws(buf, i)
     if i >= n:
-      return -_INVALID
+      return -1, INVALID, i
     c = buf[i]
     if c == 123 or c == 91:                          # { or [
-      i = _ws(buf, i + 1)
-      if i < n and buf[i] == (125 if c == 123 else 93):
-        i += 1
+      j = _ws(buf, i + 1)
+      if j < n and buf[j] == (125 if c == 123 else 93):
+        i = j + 1
       else:
-        if sp == 512:
-          return -_DEEP
+        if sp == MAX_DEPTH:
+          return -1, TOO_DEEP, i
+        if sp == len(stack):
+          grown = np.empty(max(16, 4 * sp), np.uint8)
+          grown[:sp] = stack[:sp]
+          stack = grown
         stack[sp] = 1 if c == 123 else 2
         sp += 1
         if c == 123:
-          i = _past_key(buf, i)
-          if i < 0:
-            return -_INVALID
+          k = _past_key(buf, j)
+          if k < 0:
+            return -1, INVALID, j
+          i = k
+        else:
+          i = j
         continue
     elif c == 34:
-      i = _string_end(buf, i)
-    elif c == 116:
-      i = _literal(buf, i, _TRUE_W[0], _TRUE_W[1])
-    elif c == 102:
-      i = _literal(buf, i, _FALSE_W[0], _FALSE_W[1])
-    elif c == 110:
-      i = _literal(buf, i, _NULL_W[0], _NULL_W[1])
+      e = _string_end(buf, i)
+      if e < 0:
+        return -1, INVALID, i
+      i = e
+    elif c == 116 or c == 102 or c == 110:           # true false null
+      w = _TRUE_W if c == 116 else (_FALSE_W if c == 102 else _NULL_W)
+      e = _literal(buf, i, w[0], w[1])
+      if e < 0:
+        return -1, INVALID, i
+      i = e
     else:
-      _, kind, i = _number(buf, i)
+      _, kind, e = _number(buf, i)
       if kind == _BAD:
-        i = -1
-    if i < 0:
-      return -_INVALID
+        return -1, INVALID, i
+      i = e
     while True:                      # after a value: ',' or close
       if sp == 0:
-        return i
-      i = _ws(buf, i)
-      if i >= n:
-        return -_INVALID
-      c = buf[i]
+        return i, 0, i
+      j = _ws(buf, i)
+      if j >= n:
+        return -1, INVALID, j
+      c = buf[j]
       if c == 44:
-        i = _ws(buf, i + 1)
+        k = _ws(buf, j + 1)
         if stack[sp - 1] == 1:
-          i = _past_key(buf, i)
-          if i < 0:
-            return -_INVALID
+          k2 = _past_key(buf, k)
+          if k2 < 0:
+            return -1, INVALID, k
+          k = k2
+        i = k
         break
       if c == (125 if stack[sp - 1] == 1 else 93):
-        i += 1
+        i = j + 1
         sp -= 1
         continue
-      return -_INVALID
+      return -1, INVALID, j
 
 
 @_leaf
 def _key_is(buf, s, e, key):
-  """Raw key token buf[s:e] (with quotes) is key `key` of _KEY_AT quoted."""
+  """The key token buf[s:e] (with quotes) decodes to key number `key`."""
   length = _KEY_LEN[key]
-  if e - s != length + 2:
-    return False
   at = _KEY_AT[key]
-  for k in range(length):
-    if buf[s + 1 + k] != _LEX[at + k]:
-      return False
-  return True
-
-
-@_leaf
-def _has_escape(buf, s, e):
-  for k in range(s, e):
+  escaped = False
+  for k in range(s + 1, e - 1):
     if buf[k] == 92:
-      return True
-  return False
+      escaped = True
+      break
+  if not escaped:
+    if e - s != length + 2:
+      return False
+    for k in range(length):
+      if buf[s + 1 + k] != _LEX[at + k]:
+        return False
+    return True
+  # An escaped spelling ("sc\u006fre"): compare decoded code units.
+  j = s + 1
+  k = 0
+  while j < e - 1:
+    c = np.int64(buf[j])
+    if c == 92:
+      d = np.int64(buf[j + 1])
+      if d == 117:                                   # \uXXXX
+        c = 0
+        for h in range(j + 2, j + 6):
+          x = np.int64(buf[h])
+          c = c * 16 + (x - 48 if x <= 57 else (x - 55 if x <= 70 else x - 87))
+        j += 6
+      else:
+        c = (8 if d == 98 else 12 if d == 102 else 10 if d == 110 else
+             13 if d == 114 else 9 if d == 116 else d)
+        j += 2
+    else:
+      j += 1
+    if k >= length or c != _LEX[at + k]:
+      return False
+    k += 1
+  return k == length
 
 
-@_leaf
+@_hot
 def _after_item(buf, i, close):
   """After an array / object item: (index after ',' (more=1) or after the
-  closing bracket (more=0)); index -1 if invalid."""
+  closing bracket (more=0)); index -1 if neither follows."""
   i = _ws(buf, i)
   if i < len(buf):
     if buf[i] == 44:
@@ -397,15 +531,6 @@ def _after_item(buf, i, close):
     if buf[i] == close:
       return i + 1, 0
   return -1, 0
-
-
-@_leaf
-def _hash(buf, s, e):
-  h = np.uint64(14695981039346656037)
-  for k in range(s, e):
-    h = (h ^ np.uint64(buf[k])) * np.uint64(1099511628211)
-  return np.int64(h)
-
 
 
 @_leaf
@@ -417,268 +542,442 @@ def _has_dot_or_exp(buf, s, e):
   return False
 
 
-@numba.njit(cache=True, nogil=True)
-def scan(buf, is_gt, boxes, name_tok, score, dur,
-          dur_flags, traj, video_tok, video_bounds, slow, counts):
-  """Parses the whole document; returns (error code, byte position).
+@_leaf
+def _reaches_end(buf, i):
+  """From i (a member or value), the window ends before the member does.
 
-  Submission: a top-level object whose "results" is parsed into the
-  arrays and whose other members are validated and skipped. GT (is_gt):
-  the top-level object is the {video_id: [...]} mapping itself.
-  counts (out): [videos, predictions, boxes, slow numbers]; slow[k] =
-  (start byte, 4 * target index + target kind: 0 box value, 1 score,
-  2 duration bound).
+  The member ends at a ',' or a closing bracket at depth 0 outside
+  strings. Used only after an error, to tell a window cut inside a value
+  (read more) from invalid JSON.
   """
   n = len(buf)
-  i = _ws(buf, 0)
-  if is_gt:
-    err, i = _results(buf, i, is_gt, boxes, name_tok,
-                      score, dur, dur_flags, traj, video_tok, video_bounds,
-                      slow, counts)
-    if err:
-      return err, i
-  else:
-    if i >= n or buf[i] != 123:
-      return _TYPE, i
-    i = _ws(buf, i + 1)
-    more = 1
-    if i < n and buf[i] == 125:
+  depth = 0
+  while i < n:
+    c = buf[i]
+    if c == 34:
       i += 1
-      more = 0
-    seen = False
-    while more:
-      if i >= n or buf[i] != 34:
-        return _INVALID, i
-      ks = i
-      i = _string_end(buf, i)
-      if i < 0:
-        return _INVALID, ks
-      ke = i
-      i = _ws(buf, i)
-      if i >= n or buf[i] != 58:
-        return _INVALID, i
-      i = _ws(buf, i + 1)
-      if _has_escape(buf, ks, ke):
-        return _TYPE, ks
-      if _key_is(buf, ks, ke, 0):
-        if seen:
-          return _DUPLICATE, ks     # json.load would keep the last one
-        seen = True
-        err, i = _results(buf, i, is_gt, boxes,
-                          name_tok, score, dur, dur_flags, traj, video_tok,
-                          video_bounds, slow, counts)
-        if err:
-          return err, i
-      else:
-        i = _skip_value(buf, i)
-        if i < 0:
-          return -i, ks
-      i, more = _after_item(buf, i, 125)
-      if i < 0:
-        return _INVALID, ks
-    if not seen:
-      return _NO_RESULTS, 0
-  i = _ws(buf, i)
-  if i != n:
-    return _INVALID, i              # json.load: "Extra data"
-  return 0, 0
+      while i < n and buf[i] != 34:
+        if buf[i] == 92:
+          i += 1
+        i += 1
+      if i >= n:
+        return True
+    elif c == 123 or c == 91:
+      depth += 1
+    elif c == 125 or c == 93:
+      if depth == 0:
+        return False
+      depth -= 1
+    elif c == 44 and depth == 0:
+      return False
+    i += 1
+  return True
 
 
 @_leaf
-def _field_key(buf, i):
-  """Key of an object member at i: (field 1-5 or -1, index after ':', key
-  start); field -2 on invalid JSON, -3 on an escaped key."""
+def _pred(buf, i, is_gt, p, nbox, name_tok, score, dur, dflags, traj,
+          boxes):
+  """The relation record at i into row p, its boxes from nbox on.
+
+  Returns (kind, end, nbox): kind 0 or WARN for a plain record (WARN: a
+  non-finite score / coordinate, an inverted box, an empty duration or a
+  negative start), IRREGULAR for anything else (missing, repeated or
+  unexpected fields or types; the caller validates and skips the value),
+  -1 when `boxes` is full.
+  """
   n = len(buf)
-  if i >= n or buf[i] != 34:
-    return -2, i, i
-  ks = i
-  i = _string_end(buf, i)
-  if i < 0:
-    return -2, ks, ks
-  ke = i
-  i = _ws(buf, i)
-  if i >= n or buf[i] != 58:
-    return -2, i, ks
+  cap = len(boxes) // 4
+  if i >= n or buf[i] != 123:
+    return IRREGULAR, i, nbox
+  warn = 0
+  seen = 0
+  score[p] = 0.0
+  dflags[p] = 0
+  traj[p, 0, 1] = traj[p, 1, 1] = 0
   i = _ws(buf, i + 1)
-  if _has_escape(buf, ks, ke):
-    return -3, i, ks
-  for f in range(1, 6):
-    if _key_is(buf, ks, ke, f):
-      return f, i, ks
-  return -1, i, ks
+  fmore = 1
+  if i < n and buf[i] == 125:
+    i += 1
+    fmore = 0
+  while fmore:
+    if i >= n or buf[i] != 34:
+      return IRREGULAR, i, nbox
+    ks = i
+    ke = _string_end(buf, i)
+    if ke < 0:
+      return IRREGULAR, i, nbox
+    i = _ws(buf, ke)
+    if i >= n or buf[i] != 58:
+      return IRREGULAR, i, nbox
+    i = _ws(buf, i + 1)
+    field = -1
+    for f in range(1, 8):
+      if _key_is(buf, ks, ke, f):
+        field = f
+        break
+    if (field == 2 and is_gt) or (field >= 6 and not is_gt):
+      field = -1                    # GT: no score; predictions: no tids
+    if field > 0:
+      if seen & (1 << field):
+        return IRREGULAR, i, nbox   # json.load keeps the last one
+      seen |= 1 << field
+    if field == 1:                                   # triplet
+      if i >= n or buf[i] != 91:
+        return IRREGULAR, i, nbox
+      i = _ws(buf, i + 1)
+      for k in range(3):
+        if i >= n or buf[i] != 34:
+          return IRREGULAR, i, nbox
+        name_tok[p, k, 0] = i
+        e = _string_end(buf, i)
+        if e < 0:
+          return IRREGULAR, i, nbox
+        name_tok[p, k, 1] = e
+        i, more = _after_item(buf, e, 93)
+        if i < 0 or more != (1 if k < 2 else 0):
+          return IRREGULAR, i, nbox
+    elif field == 2:                                 # score
+      v, kind, e = _fast_number(buf, i)
+      if kind != _FLOAT:
+        return IRREGULAR, i, nbox   # integer (official int semantics) etc.
+      if not math.isfinite(v):
+        warn = WARN
+      score[p] = v
+      i = e
+    elif field == 3:                                 # duration
+      if i >= n or buf[i] != 91:
+        return IRREGULAR, i, nbox
+      i = _ws(buf, i + 1)
+      for k in range(2):
+        v, kind, e = _fast_number(buf, i)
+        if kind != _INT:
+          return IRREGULAR, i, nbox
+        dur[p, k] = v
+        i, more = _after_item(buf, e, 93)
+        if i < 0 or more != (1 if k == 0 else 0):
+          return IRREGULAR, i, nbox
+      dflags[p] = 3                 # kernels.START_INT | kernels.END_INT
+      if dur[p, 1] - dur[p, 0] <= 0 or dur[p, 0] < 0:
+        warn = WARN
+    elif field == 4 or field == 5:                   # sub / obj traj
+      side = field - 4
+      if i >= n or buf[i] != 91:
+        return IRREGULAR, i, nbox
+      first = nbox
+      i = _ws(buf, i + 1)
+      bmore = 1
+      if i < n and buf[i] == 93:
+        i += 1
+        bmore = 0
+      while bmore:
+        if nbox == cap:
+          return -1, i, nbox
+        if i >= n or buf[i] != 91:
+          return IRREGULAR, i, nbox
+        i = _ws(buf, i + 1)
+        b = 4 * nbox
+        for k in range(4):
+          v, kind, e = _fast_number(buf, i)
+          if kind != _FLOAT and kind != _INT:
+            return IRREGULAR, i, nbox
+          boxes[b + k] = v
+          i, more = _after_item(buf, e, 93)
+          if i < 0 or more != (1 if k < 3 else 0):
+            return IRREGULAR, i, nbox
+        x1, y1, x2, y2 = boxes[b], boxes[b + 1], boxes[b + 2], boxes[b + 3]
+        if (x1 > x2 or y1 > y2 or not (math.isfinite(x1) and
+            math.isfinite(y1) and math.isfinite(x2) and math.isfinite(y2))):
+          warn = WARN
+        nbox += 1
+        i, bmore = _after_item(buf, i, 93)
+        if i < 0:
+          return IRREGULAR, i, nbox
+      traj[p, side, 0] = first
+      traj[p, side, 1] = nbox - first
+    elif field == 6 or field == 7:                   # GT subject / object tid
+      v, kind, e = _fast_number(buf, i)
+      if not (kind == _INT or (kind == _SLOW
+                               and not _has_dot_or_exp(buf, i, e))):
+        return IRREGULAR, i, nbox
+      i = e
+    else:
+      e, status, _ = _skip(buf, i)
+      if status != 0:
+        return IRREGULAR, i, nbox
+      i = e
+    i, fmore = _after_item(buf, i, 125)
+    if i < 0:
+      return IRREGULAR, i, nbox
+  need = (1 << 1) | (1 << 3) | (1 << 4) | (1 << 5)
+  need |= ((1 << 6) | (1 << 7)) if is_gt else (1 << 2)
+  if seen & need != need:
+    return IRREGULAR, i, nbox
+  return warn, i, nbox
 
 
 @numba.njit(cache=True, nogil=True)
-def _results(buf, i, is_gt, boxes, name_tok, score, dur,
-             dur_flags, traj, video_tok, video_bounds, slow, counts):
-  """The {video_id: [prediction, ...]} object at i; (error, end index)."""
+def _video(buf, i, is_gt, p, nbox, pspan, pflag, name_tok, score, dur,
+           dflags, traj, boxes):
+  """The records of the array at i (buf[i] == '[') from row p on.
+
+  Returns (status, end, p, nbox): status 0, FULL (rows or boxes full),
+  INVALID / TOO_DEEP (end: where).
+  """
   n = len(buf)
-  nv = npred = nbox = nslow = 0
-  if i >= n or buf[i] != 123:
-    return _TYPE, i
   i = _ws(buf, i + 1)
   more = 1
-  if i < n and buf[i] == 125:
+  if i < n and buf[i] == 93:
     i += 1
     more = 0
   while more:
-    if i >= n or buf[i] != 34:
-      return _INVALID, i
-    video_tok[nv, 0] = i
-    i = _string_end(buf, i)
+    if p == len(score):
+      return FULL, i, p, nbox
+    s = i
+    kind, e, nb = _pred(buf, s, is_gt, p, nbox, name_tok, score, dur, dflags,
+                        traj, boxes)
+    if kind < 0:
+      return FULL, i, p, nbox
+    if kind == IRREGULAR:
+      e, status, pos = _skip(buf, s)
+      if status != 0:
+        return status, pos, p, nbox
+    else:
+      nbox = nb
+    pflag[p] = kind
+    pspan[p, 0] = s
+    pspan[p, 1] = e
+    p += 1
+    i, more = _after_item(buf, e, 93)
     if i < 0:
-      return _INVALID, video_tok[nv, 0]
-    video_tok[nv, 1] = i
-    i = _ws(buf, i)
-    if i >= n or buf[i] != 58:
-      return _INVALID, i
-    i = _ws(buf, i + 1)
-    if i >= n or buf[i] != 91:
-      return _TYPE, i
-    i = _ws(buf, i + 1)
-    pmore = 1
-    if i < n and buf[i] == 93:
-      i += 1
-      pmore = 0
-    while pmore:
-      # One prediction object.
-      if i >= n or buf[i] != 123:
-        return _TYPE, i
-      pstart = i
-      p = npred
-      seen = 0
-      score[p] = 0.0
-      i = _ws(buf, i + 1)
-      fmore = 1
-      if i < n and buf[i] == 125:
-        i += 1
-        fmore = 0
-      while fmore:
-        field, i, ks = _field_key(buf, i)
-        if field == -2:
-          return _INVALID, i
-        if field == -3:
-          return _TYPE, ks
-        if field > 0:
-          if seen & (1 << field):
-            return _DUPLICATE, ks    # json.load would keep the last one
-          seen |= 1 << field
-        if field == 1:                                   # triplet
-          if i >= n or buf[i] != 91:
-            return _TRIPLET, i
-          i = _ws(buf, i + 1)
-          for k in range(3):
-            if i >= n or buf[i] != 34:
-              return _TRIPLET, i
-            name_tok[p, k, 0] = i
-            i = _string_end(buf, i)
-            if i < 0:
-              return _INVALID, name_tok[p, k, 0]
-            name_tok[p, k, 1] = i
-            i, tmore = _after_item(buf, i, 93)
-            if i < 0:
-              return _INVALID, name_tok[p, k, 0]
-            if tmore != (1 if k < 2 else 0):
-              return _TRIPLET, i
-        elif field == 2:                                 # score
-          v, kind, e = _number(buf, i)
-          if kind == _BAD:
-            return _TYPE, i
-          if kind == _INT:
-            return _INT_SCORE, i
-          if kind == _SLOW:
-            if not _has_dot_or_exp(buf, i, e):
-              return _INT_SCORE, i
-            if nslow == len(slow):
-              return SLOW_FULL, i
-            slow[nslow, 0], slow[nslow, 1] = i, 4 * p + 1
-            nslow += 1
-          score[p] = v
-          i = e
-        elif field == 3:                                 # duration
-          if i >= n or buf[i] != 91:
-            return _DURATION, i
-          i = _ws(buf, i + 1)
-          flags = 0
-          for k in range(2):
-            v, kind, e = _number(buf, i)
-            if kind == _BAD:
-              return _DURATION, i
-            if kind == _INT:
-              flags |= 1 << k           # kernels.START_INT / END_INT
-            elif kind == _SLOW:
-              if not _has_dot_or_exp(buf, i, e):
-                return _BIG_INT, i
-              if nslow == len(slow):
-                return SLOW_FULL, i
-              slow[nslow, 0], slow[nslow, 1] = i, 4 * (2 * p + k) + 2
-              nslow += 1
-            dur[p, k] = v
-            i, dmore = _after_item(buf, e, 93)
-            if i < 0:
-              return _INVALID, e
-            if dmore != (1 if k == 0 else 0):
-              return _DURATION, i
-          dur_flags[p] = flags
-        elif field == 4 or field == 5:                   # sub / obj traj
-          side = field - 4
-          if i >= n or buf[i] != 91:
-            return _TYPE, i
-          traj[p, side, 0] = nbox
-          i = _ws(buf, i + 1)
-          bmore = 1
-          if i < n and buf[i] == 93:
-            i += 1
-            bmore = 0
-          while bmore:
-            if i >= n or buf[i] != 91:
-              return _BOX, i
-            i = _ws(buf, i + 1)
-            for k in range(4):
-              v, kind, e = _number(buf, i)
-              if kind == _BAD:
-                return _BOX, i
-              if kind == _SLOW:
-                if not _has_dot_or_exp(buf, i, e):
-                  return _BIG_INT, i
-                if nslow == len(slow):
-                  return SLOW_FULL, i
-                slow[nslow, 0], slow[nslow, 1] = i, 4 * (4 * nbox + k)
-                nslow += 1
-              boxes[4 * nbox + k] = v
-              i, cmore = _after_item(buf, e, 93)
-              if i < 0:
-                return _INVALID, e
-              if cmore != (1 if k < 3 else 0):
-                return _BOX, i
-            nbox += 1
-            i, bmore = _after_item(buf, i, 93)
-            if i < 0:
-              return _INVALID, i
-          traj[p, side, 1] = nbox - traj[p, side, 0]
+      return INVALID, _ws(buf, e), p, nbox
+  return 0, i, p, nbox
+
+
+# Phases of `scan_window` (state[0]): where the next call resumes.
+_P_START = 0       # before the document's value
+_P_TOP_FIRST = 1   # after the top-level '{': a key or '}'
+_P_TOP_KEY = 2     # a top-level member
+_P_TOP_NEXT = 3    # after a top-level member: ',' or '}'
+_P_RES_FIRST = 4   # after the '{' of results (GT: of the document)
+_P_RES_KEY = 5     # a video member
+_P_RES_NEXT = 6    # after a video member: ',' or '}'
+_P_END = 7         # after the document: whitespace only
+_P_RES_VALUE = 8   # at the value of a "results" member
+
+
+@numba.njit(cache=True, nogil=True)
+def scan_window(buf, final, is_gt, state, pos, vid_tok, vid_val, vid_list,
+                vid_rows, pspan, pflag, name_tok, score, dur, dflags, traj,
+                boxes, counts):
+  """Scans whole videos of a window of the document, from pos.
+
+  Args:
+    buf: uint8 window (its end is the end of the data read so far).
+    final: the window reaches the end of the document.
+    is_gt: GT mode: the document is the {video_id: [instance]} mapping
+      (instances need subject_tid / object_tid, have no score); else a
+      submission whose top-level "results" is that mapping.
+    state: int64 [5] kept between calls (zeros at the start): [0] phase,
+      [1:3] (out) span of a top-level "version" value seen in this call
+      (-1 if none), [3] unused, [4] kind of the last "results" value (0
+      none, 1 object, 2 other).
+    pos: where to resume (the previous call's returned position, moved with
+      the window).
+    vid_*, pspan ... boxes: output arrays, rows from 0 (their lengths are
+      the capacities): vid_tok [V, 2] video key token, vid_val [V, 2] value
+      span, vid_list [V] the value is an array, vid_rows [V + 1] row bounds;
+      per row: pspan [P, 2] byte span, pflag [P] (0 / WARN / IRREGULAR),
+      name_tok [P, 3, 2] triplet name tokens, score [P], dur [P, 2],
+      dflags [P], traj [P, 2, 2] (first box, count) per side; boxes [4 N].
+    counts: (out) [videos, rows, boxes] written.
+
+  Returns:
+    (code, pos): DONE; MORE / FULL / RESULTS_AGAIN (resume at pos);
+    NOT_OBJECT, TRAJECTORIES; INVALID / TOO_DEEP (pos: where).
+  """
+  n = len(buf)
+  nv = 0
+  p = 0
+  nbox = 0
+  vid_rows[0] = 0
+  state[1] = -1
+  state[2] = -1
+  phase = state[0]
+  i = pos
+  code = DONE
+  while True:
+    if phase == _P_START:
+      i = _ws(buf, i)
+      if i >= n:
+        code = MORE if not final else INVALID
+        break
+      if buf[i] == 123:
+        if is_gt:
+          state[4] = 1
+          phase = _P_RES_FIRST
         else:
-          i = _skip_value(buf, i)
-          if i < 0:
-            return -i, ks
-        i, fmore = _after_item(buf, i, 125)
-        if i < 0:
-          return _INVALID, ks
-      need = (1 << 1) | (1 << 3) | (1 << 4) | (1 << 5)
-      if not is_gt:
-        need |= 1 << 2
-      if seen & need != need:
-        return _MISSING, pstart
-      npred += 1
-      i, pmore = _after_item(buf, i, 93)
-      if i < 0:
-        return _INVALID, pstart
-    nv += 1
-    video_bounds[nv] = npred
-    i, more = _after_item(buf, i, 125)
-    if i < 0:
-      return _INVALID, video_tok[nv - 1, 0]
-  counts[0], counts[1], counts[2], counts[3] = nv, npred, nbox, nslow
-  return 0, i
+          phase = _P_TOP_FIRST
+        i += 1
+        continue
+      e, status, where = _skip(buf, i)
+      if status == 0:
+        e = _ws(buf, e)
+        if e < n:
+          code, i = INVALID, e
+        else:
+          code = MORE if not final else NOT_OBJECT
+        break
+      if not final and _reaches_end(buf, i):
+        code = MORE
+      else:
+        code, i = status, where
+      break
+    elif phase == _P_TOP_FIRST or phase == _P_RES_FIRST:
+      i = _ws(buf, i)
+      if i >= n:
+        code = MORE if not final else INVALID
+        break
+      if buf[i] == 125:
+        i += 1
+        if phase == _P_TOP_FIRST or is_gt:
+          phase = _P_END
+        else:
+          phase = _P_TOP_NEXT
+        continue
+      phase = _P_TOP_KEY if phase == _P_TOP_FIRST else _P_RES_KEY
+    elif phase == _P_TOP_KEY or phase == _P_RES_KEY:
+      i = _ws(buf, i)
+      ks = i
+      if i >= n:
+        code = MORE if not final else INVALID
+        break
+      if buf[i] != 34:
+        code = INVALID
+        break
+      ke = _string_end(buf, i)
+      vs = -1
+      if ke >= 0:
+        j = _ws(buf, ke)
+        if j < n and buf[j] == 58:
+          vs = _ws(buf, j + 1)
+          if vs >= n:
+            vs = -1
+      if vs < 0:
+        if not final and _reaches_end(buf, ks):
+          code = MORE
+        else:
+          code, i = INVALID, (ks if ke < 0 else _ws(buf, ke))
+        break
+      if phase == _P_TOP_KEY:
+        if _key_is(buf, ks, ke, _K_RESULTS):
+          if state[4] != 0:
+            code, i = RESULTS_AGAIN, vs
+            phase = _P_RES_VALUE
+            break
+          i = vs
+          phase = _P_RES_VALUE
+          continue
+        e, status, where = _skip(buf, vs)
+        if status != 0:
+          if not final and _reaches_end(buf, ks):
+            code = MORE
+          else:
+            code, i = status, where
+          break
+        if _key_is(buf, ks, ke, _K_VERSION):
+          state[1] = vs
+          state[2] = e
+        i = e
+        phase = _P_TOP_NEXT
+        continue
+      # A video.
+      if is_gt and _key_is(buf, ks, ke, _K_TRAJECTORIES):
+        code = TRAJECTORIES
+        break
+      if nv == len(vid_list):
+        code = FULL
+        break
+      if buf[vs] == 91:
+        status, e, p2, nb2 = _video(buf, vs, is_gt, p, nbox, pspan, pflag,
+                                    name_tok, score, dur, dflags, traj, boxes)
+        is_list = True
+      else:
+        e, status, where = _skip(buf, vs)
+        if status != 0:
+          e = where
+        p2, nb2 = p, nbox
+        is_list = False
+      if status == FULL:
+        code = FULL
+        break
+      if status != 0:
+        if not final and _reaches_end(buf, ks):
+          code = MORE
+        else:
+          code, i = status, e
+        break
+      vid_tok[nv, 0] = ks
+      vid_tok[nv, 1] = ke
+      vid_val[nv, 0] = vs
+      vid_val[nv, 1] = e
+      vid_list[nv] = is_list
+      p, nbox = p2, nb2
+      nv += 1
+      vid_rows[nv] = p
+      i = e
+      phase = _P_RES_NEXT
+    elif phase == _P_RES_VALUE:
+      if buf[i] == 123:
+        state[4] = 1
+        i += 1
+        phase = _P_RES_FIRST
+        continue
+      e, status, where = _skip(buf, i)
+      if status != 0:
+        if not final and _reaches_end(buf, i):
+          code = MORE
+        else:
+          code, i = status, where
+        break
+      state[4] = 2
+      i = e
+      phase = _P_TOP_NEXT
+    elif phase == _P_TOP_NEXT or phase == _P_RES_NEXT:
+      i = _ws(buf, i)
+      if i >= n:
+        code = MORE if not final else INVALID
+        break
+      c = buf[i]
+      if c == 44:
+        i += 1
+        phase = _P_TOP_KEY if phase == _P_TOP_NEXT else _P_RES_KEY
+      elif c == 125:
+        i += 1
+        if phase == _P_TOP_NEXT or is_gt:
+          phase = _P_END
+        else:
+          phase = _P_TOP_NEXT
+      else:
+        code = INVALID
+        break
+    else:                                            # _P_END
+      i = _ws(buf, i)
+      if i < n:
+        code = INVALID
+      elif not final:
+        code = MORE
+      break
+  state[0] = phase
+  counts[0], counts[1], counts[2] = nv, p, nbox
+  return code, i
+
+
+@_leaf
+def _hash(buf, s, e):
+  h = np.uint64(14695981039346656037)
+  for k in range(s, e):
+    h = (h ^ np.uint64(buf[k])) * np.uint64(1099511628211)
+  return np.int64(h)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -713,30 +1012,41 @@ def name_ids(buf, tok):
 
 
 @numba.njit(cache=True, nogil=True)
-def slow_tokens(buf, starts):
-  """Number tokens at `starts` as zero-padded byte rows [K, longest]."""
-  lengths = np.zeros(len(starts), np.int64)
-  for t in range(len(starts)):
-    i = starts[t]
-    while i < len(buf):
-      c = buf[i]
-      if not ((48 <= c <= 57) or c == 45 or c == 43 or c == 46 or c == 101
-              or c == 69):
-        break
+def utf8_check(buf):
+  """UTF-8 validity as Python's strict decoder (no overlong forms,
+  surrogates or code points above U+10FFFF).
+
+  Returns (status, index): 0 valid; 1 invalid from index; 2 valid up to
+  an incomplete sequence that starts at index and runs to the end.
+  """
+  n = len(buf)
+  i = 0
+  while i < n:
+    c = buf[i]
+    if c < 0x80:
       i += 1
-    lengths[t] = i - starts[t]
-  width = max(1, lengths.max()) if len(starts) else 1
-  out = np.zeros((len(starts), width), np.uint8)
-  for t in range(len(starts)):
-    out[t, :lengths[t]] = buf[starts[t]:starts[t] + lengths[t]]
-  return out
-
-
-@numba.njit(cache=True, nogil=True)
-def count_brackets(buf):
-  """Number of '[' and '{' bytes: upper bounds for the output arrays."""
-  n_open = n_obj = 0
-  for c in buf:
-    n_open += c == 91
-    n_obj += c == 123
-  return n_open, n_obj
+      continue
+    if 0xC2 <= c <= 0xDF:
+      k, lo, hi = 1, 0x80, 0xBF
+    elif c == 0xE0:
+      k, lo, hi = 2, 0xA0, 0xBF
+    elif 0xE1 <= c <= 0xEC or c == 0xEE or c == 0xEF:
+      k, lo, hi = 2, 0x80, 0xBF
+    elif c == 0xED:
+      k, lo, hi = 2, 0x80, 0x9F
+    elif c == 0xF0:
+      k, lo, hi = 3, 0x90, 0xBF
+    elif 0xF1 <= c <= 0xF3:
+      k, lo, hi = 3, 0x80, 0xBF
+    elif c == 0xF4:
+      k, lo, hi = 3, 0x80, 0x8F
+    else:
+      return 1, i
+    for j in range(i + 1, i + k + 1):
+      if j >= n:
+        return 2, i
+      if not ((lo if j == i + 1 else 0x80) <= buf[j]
+              <= (hi if j == i + 1 else 0xBF)):
+        return 1, i
+    i += k + 1
+  return 0, n

@@ -271,10 +271,11 @@ def match(threshold, p_bounds, g_bounds, pred, gt, exact_ints=True,
       length is NOT_LOADED.
 
   Returns:
-    (matched [P] bool, crash [5] int64): crash = (video, ranked prediction,
-    GT index within the video, side 0 subject / 1 object, status) of the
-    first pair the official code fails on (status OK: none); matching stops
-    there.
+    (matched [P] bool, crashes): crashes lists, per video where the official
+    code fails, (video, ranked prediction, GT index within the video, side
+    0 subject / 1 object, status) of the first pair it fails on; matching
+    of that video stops there and goes on with the next video (the caller
+    reports the first failing video in the official order).
   """
   matched = np.zeros(len(pred["key"]), np.bool_)
   detected = np.zeros(len(gt["key"]), np.bool_)
@@ -286,14 +287,20 @@ def match(threshold, p_bounds, g_bounds, pred, gt, exact_ints=True,
   g_bounds = np.asarray(g_bounds, np.int64)
   limit = _EXACT_LIMIT if exact_ints else np.inf
   p_boxes, g_boxes = pred["boxes"], gt["boxes"]
+  crashes = []
   while True:
     _match(float(threshold), limit, p_bounds, g_bounds,
            pred["key"], pred["dur"], pred["flags"], pred["rel"], p_boxes,
            pred["off"], pred["len"], gt["key"], gt["dur"], gt["flags"],
            g_boxes, gt["off"], gt["len"], matched, detected, p_vol, p_done,
            g_vol, g_done, state)
+    if state[4] == OK:
+      return matched, crashes
     if state[4] != NOT_LOADED:
-      return matched, state
+      v = int(state[0])
+      crashes.append(tuple(map(int, state)))
+      state[0], state[1], state[4] = v + 1, p_bounds[v + 1], OK
+      continue
     boxes = load(int(state[3]), int(state[2]))
     if state[3] == 0:
       p_boxes = boxes

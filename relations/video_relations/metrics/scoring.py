@@ -129,6 +129,7 @@ class _Video:
   gt_tkeys: Any = None   # set of the GT triplet ids
   num_gt: int = 0
   matched: Any = None    # [len(order)] bool
+  error: str | None = None   # the official scorer fails on this video
 
 
 def _prepare(vid, gts, preds, top):
@@ -235,19 +236,18 @@ _CRASHES = {
 
 def _run_matcher(videos, p_bounds, g_bounds, pred, gt, threshold,
                  exact_ints, index_of, load=None):
-  """Runs the matcher; fills `matched`; raises on the official failures."""
-  matched, crash = kernels.match(threshold, p_bounds, g_bounds, pred, gt,
-                                 exact_ints, load)
-  if crash[4] != kernels.OK:
-    v, p, g, side, status = map(int, crash)
+  """Runs the matcher; fills `matched`, and `error` where it fails."""
+  matched, crashes = kernels.match(threshold, p_bounds, g_bounds, pred, gt,
+                                   exact_ints, load)
+  for i, v in enumerate(videos):
+    v.matched = matched[p_bounds[i]:p_bounds[i + 1]]
+  for v, p, g, side, status in crashes:
     video = videos[v]
     field = "sub_traj" if side == 0 else "obj_traj"
-    raise ScoringError(
+    video.error = (
         f"{_where(video.vid, index_of(v, p - p_bounds[v]), field)}: the "
         f"official scorer fails evaluating it against ground truth {g}: "
         f"{_CRASHES[status]}")
-  for i, v in enumerate(videos):
-    v.matched = matched[p_bounds[i]:p_bounds[i + 1]]
 
 
 def evaluate(groundtruth: Mapping[str, Sequence[Mapping]],
@@ -255,6 +255,9 @@ def evaluate(groundtruth: Mapping[str, Sequence[Mapping]],
              protocol: str = "helper",
              viou_threshold: float = 0.5) -> Result:
   """Relation detection mAP / R@50 / R@100 and tagging P@1 / P@5 / P@10.
+
+  The dict path (official in-memory formats); the CLI reads files into
+  tables and uses `TableEvaluation`, this stays as its test oracle.
 
   Args:
     groundtruth: {video_id: [GT relation instance]} (official GT format).
@@ -268,7 +271,8 @@ def evaluate(groundtruth: Mapping[str, Sequence[Mapping]],
   Raises:
     ScoringError: input the official scorer could not score, e.g. no video
       with ground truth, (helper) no prediction at all in GT videos, a
-      missing field, a box list too short for a needed frame.
+      missing field, a box list too short for a needed frame; the first
+      failing video in GT order is named, as the official code fails there.
   """
   if protocol not in PROTOCOLS:
     raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
@@ -283,13 +287,17 @@ def evaluate(groundtruth: Mapping[str, Sequence[Mapping]],
       continue  # The official code skips the video and its predictions.
     videos.append(_prepare(vid, gts, prediction.get(vid, []), top))
   if not videos:
-    raise ScoringError("no video has ground truth (the official scorer fails "
-                       "on np.concatenate([]))")
+    raise ScoringError(_NO_GT)
   p_bounds, g_bounds, pred, gt, load = _dict_inputs(videos, prediction)
   _run_matcher(videos, p_bounds, g_bounds, pred, gt, viou_threshold,
                exact_ints=True,
                index_of=lambda v, pos: videos[v].order[pos], load=load)
-  return _summarise(videos, top)
+  return _aggregate([(v.vid, v.num_gt, _video_stats(v)) for v in videos],
+                    top)
+
+
+_NO_GT = ("no video has ground truth (the official scorer fails on "
+          "np.concatenate([]))")
 
 
 def evaluate_tables(groundtruth: columns.RelationTable,
@@ -299,9 +307,9 @@ def evaluate_tables(groundtruth: columns.RelationTable,
   """`evaluate` on array tables (e.g. a model's predictions, no JSON).
 
   Same rules and numbers as `evaluate` on the equivalent dicts, with the
-  scores taken as float64 (an official scorer fed Python floats). Videos
-  are those of `groundtruth` with >= 1 row, in its order; predictions of
-  other videos are ignored.
+  scores taken as float64 (an official scorer fed Python floats) except
+  rows listed in `prediction.py_scores`. Videos are those of `groundtruth`
+  with >= 1 row, in its order; predictions of other videos are ignored.
 
   Args:
     groundtruth: GT table (`columns.RelationTable.from_dicts`).
@@ -314,62 +322,140 @@ def evaluate_tables(groundtruth: columns.RelationTable,
   Raises:
     ScoringError: as `evaluate`.
   """
-  if protocol not in PROTOCOLS:
-    raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
-  top = VRU20_TOP if protocol == "vru20" else None
-  gt_vocab = {t: i for i, t in enumerate(groundtruth.triplets)}
-  n_gt_trip = len(gt_vocab)
-  # One id space: GT triplets first, then the other predicted ones.
-  pmap = np.asarray([gt_vocab.get(t, n_gt_trip + j)
-                     for j, t in enumerate(prediction.triplets)], np.int64)
-  pindex = {vid: i for i, vid in enumerate(prediction.video_ids)}
-  videos, rows, gsel = [], [], []
-  for i, vid in enumerate(groundtruth.video_ids):
-    grows = groundtruth.video_rows(i)
-    if grows.stop == grows.start:
-      continue
-    j = pindex.get(vid)
-    prows = (np.arange(0) if j is None else
-             np.arange(prediction.bounds[j], prediction.bounds[j + 1]))
-    videos.append(_Video(vid=vid, gts=None, order=None, scores=None,
-                         triplets=None, num_gt=grows.stop - grows.start))
-    rows.append(prows)
-    gsel.append(np.arange(grows.start, grows.stop))
-  if not videos:
-    raise ScoringError("no video has ground truth (the official scorer fails "
-                       "on np.concatenate([]))")
-  ranked, p_bounds = _rank(prediction.score, rows, top)
-  gsel = np.concatenate(gsel)
-  g_bounds = np.zeros(len(videos) + 1, np.int64)
-  np.cumsum([v.num_gt for v in videos], out=g_bounds[1:])
-  tkeys = pmap[prediction.triplet[ranked]] if len(pmap) else np.zeros(
-      len(ranked), np.int64)
-  gt_keys = groundtruth.triplet[gsel]
-  pred = {"key": np.where(tkeys < n_gt_trip, tkeys, -1),
-          "rel": ranked, "dur": prediction.duration,
-          "flags": prediction.flags, "boxes": prediction.boxes,
-          "off": prediction.offset, "len": prediction.length}
-  gt = {"key": gt_keys, "dur": groundtruth.duration[gsel],
-        "flags": groundtruth.flags[gsel], "boxes": groundtruth.boxes,
-        "off": groundtruth.offset[gsel], "len": groundtruth.length[gsel]}
-  scores = prediction.score[ranked]
-  for i, v in enumerate(videos):
-    sl = slice(p_bounds[i], p_bounds[i + 1])
-    v.scores = scores[sl].tolist()
-    v.tkeys = tkeys[sl].tolist()
-    v.gt_tkeys = set(gt_keys[g_bounds[i]:g_bounds[i + 1]].tolist())
-
-  def index_of(v, pos):
-    row = int(ranked[p_bounds[v] + pos])
-    return row - int(prediction.bounds[pindex[videos[v].vid]])
-  _run_matcher(videos, p_bounds, g_bounds, pred, gt, viou_threshold,
-               exact_ints=groundtruth.exact_ints or prediction.exact_ints,
-               index_of=index_of)
-  return _summarise(videos, top)
+  ev = TableEvaluation(groundtruth, protocol, viou_threshold)
+  ev.add(prediction)
+  return ev.result()
 
 
-def _rank(score, rows, top):
+@dataclasses.dataclass
+class _VideoStats:
+  """What the aggregation needs of one scored video (or why it fails)."""
+  ap: Any = None
+  tp_at: dict | None = None     # {N: true positives in the top N}
+  len_at: dict | None = None    # {N: min(N, number of ranked predictions)}
+  tag: dict | None = None       # {k: tagging precision@k}
+  error: str | None = None
+
+
+class TableEvaluation:
+  """`evaluate_tables` fed predictions in parts (e.g. read chunk by chunk).
+
+  `add(table)` scores the videos of `table` that have ground truth (a
+  video seen again replaces its earlier scores, as `json.load` keeps the
+  last of a repeated key); `result()` aggregates in GT order, GT videos
+  never added scoring as videos without predictions. Per-video numbers
+  depend only on that video, so the parts may come in any order.
+
+  Args:
+    groundtruth: GT table.
+    protocol, viou_threshold: as in `evaluate`.
+    filter_predictions: keep only predictions whose triplet is a GT triplet
+      (the xdshang zero-shot setting, with the zero-shot GT).
+  """
+
+  def __init__(self, groundtruth: columns.RelationTable,
+               protocol: str = "helper", viou_threshold: float = 0.5,
+               filter_predictions: bool = False):
+    if protocol not in PROTOCOLS:
+      raise ValueError(
+          f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
+    self.top = VRU20_TOP if protocol == "vru20" else None
+    self.gt = groundtruth
+    self.threshold = viou_threshold
+    self.filter = filter_predictions
+    # Triplets of the GT rows (a row selection may leave others listed).
+    self.gt_vocab = {groundtruth.triplets[i]: i for i in
+                     np.unique(groundtruth.triplet).tolist()}
+    self.gt_rows = {}
+    for i, vid in enumerate(groundtruth.video_ids):
+      rows = groundtruth.video_rows(i)
+      if rows.stop > rows.start:
+        self.gt_rows[vid] = rows
+      else:
+        self.gt_rows.pop(vid, None)
+    self.stats = {}
+
+  def add(self, prediction: columns.RelationTable) -> None:
+    """Scores the videos of `prediction` that have ground truth."""
+    items = []
+    for j, vid in enumerate(prediction.video_ids):
+      if vid in self.gt_rows:
+        items.append((vid, np.arange(prediction.bounds[j],
+                                     prediction.bounds[j + 1]), j))
+    if items:
+      self.stats.update(self._score(prediction, items))
+
+  def result(self) -> Result:
+    """The aggregated `Result`; raises `ScoringError` as `evaluate`."""
+    if not self.gt_rows:
+      raise ScoringError(_NO_GT)
+    missing = [v for v in self.gt_rows if v not in self.stats]
+    if missing:
+      empty = columns.RelationTable.empty()
+      self.stats.update(self._score(
+          empty, [(v, np.zeros(0, np.int64), None) for v in missing]))
+    return _aggregate([(v, rows.stop - rows.start, self.stats[v])
+                       for v, rows in self.gt_rows.items()], self.top)
+
+  def _score(self, prediction, items):
+    """{vid: _VideoStats} of items (vid, prediction rows, table video)."""
+    top = self.top
+    gt_table = self.gt
+    n_gt_trip = len(gt_table.triplets)
+    pmap = np.asarray([self.gt_vocab.get(t, -1)
+                       for t in prediction.triplets], np.int64)
+    videos, rows, gsel = [], [], []
+    for vid, prows, _ in items:
+      if self.filter and len(prows):
+        prows = prows[pmap[prediction.triplet[prows]] >= 0]
+      g = self.gt_rows[vid]
+      videos.append(_Video(vid=vid, gts=None, order=None, scores=None,
+                           triplets=None, num_gt=g.stop - g.start))
+      rows.append(prows)
+      gsel.append(np.arange(g.start, g.stop))
+    py_scores = prediction.py_scores or {}
+    ranked, p_bounds = _rank(prediction.score, rows, top, py_scores)
+    gsel = np.concatenate(gsel)
+    g_bounds = np.zeros(len(videos) + 1, np.int64)
+    np.cumsum([v.num_gt for v in videos], out=g_bounds[1:])
+    # One id space: GT triplets, then the other predicted ones.
+    tkeys = prediction.triplet[ranked]
+    mapped = pmap[tkeys] if len(pmap) else np.zeros(0, np.int64)
+    tkeys = np.where(mapped >= 0, mapped, n_gt_trip + tkeys)
+    gt_keys = gt_table.triplet[gsel]
+    pred = {"key": np.where(tkeys < n_gt_trip, tkeys, -1),
+            "rel": ranked, "dur": prediction.duration,
+            "flags": prediction.flags, "boxes": prediction.boxes,
+            "off": prediction.offset, "len": prediction.length}
+    gt = {"key": gt_keys, "dur": gt_table.duration[gsel],
+          "flags": gt_table.flags[gsel], "boxes": gt_table.boxes,
+          "off": gt_table.offset[gsel], "len": gt_table.length[gsel]}
+    scores = prediction.score[ranked]
+    for i, v in enumerate(videos):
+      sl = slice(p_bounds[i], p_bounds[i + 1])
+      v.scores = scores[sl].tolist()
+      if py_scores:
+        v.scores = [py_scores.get(r, s)
+                    for r, s in zip(ranked[sl].tolist(), v.scores)]
+      v.tkeys = tkeys[sl].tolist()
+      v.gt_tkeys = set(gt_keys[g_bounds[i]:g_bounds[i + 1]].tolist())
+
+    def index_of(v, pos):
+      row = int(ranked[p_bounds[v] + pos])
+      if prediction.index is not None:
+        return int(prediction.index[row])
+      return row - int(prediction.bounds[items[v][2]])
+    _run_matcher(videos, p_bounds, g_bounds, pred, gt, self.threshold,
+                 exact_ints=gt_table.exact_ints or prediction.exact_ints,
+                 index_of=index_of)
+    return {v.vid: _video_stats(v) for v in videos}
+
+
+def _rank(score, rows, top, py_scores=None):
   """Ranked rows of each video: stable descending score, then the cut.
+
+  py_scores: {row: Python number} overriding `score` (integer scores);
+  videos with such rows or NaN scores are sorted by Python's `sorted`.
 
   Returns (ranked rows [P] int64, bounds [V+1] int64).
   """
@@ -382,13 +468,17 @@ def _rank(score, rows, top):
   # (ties keep the submission order) when there is no NaN.
   order = np.lexsort((-s, video))
   ranked = allrows[order]
-  nan_videos = np.unique(video[np.isnan(s)])
+  special = set(video[np.isnan(s)].tolist())
+  if py_scores:
+    special.update(video[np.isin(allrows, np.fromiter(
+        py_scores, np.int64, len(py_scores)))].tolist())
   starts = np.zeros(len(rows) + 1, np.int64)
   np.cumsum(counts, out=starts[1:])
-  for v in nan_videos:
-    # Python's sort with NaN keys is not a total order; use it as is.
+  for v in sorted(special):
+    # Python's sort (NaN keys are not a total order; ints compare exactly).
     r = rows[v]
-    sv = score[r].tolist()
+    sv = [py_scores.get(x, y) if py_scores else y
+          for x, y in zip(r.tolist(), score[r].tolist())]
     ranked[starts[v]:starts[v + 1]] = r[sorted(range(len(r)),
                                                key=sv.__getitem__,
                                                reverse=True)]
@@ -402,32 +492,48 @@ def _rank(score, rows, top):
   return ranked[keep], bounds
 
 
-def _summarise(videos, top):
-  """The official AP / recall / tagging aggregation over matched videos."""
+def _video_stats(v):
+  """Per-video AP, top-N hits and tagging precision (official numerics)."""
+  if v.error is not None:
+    return _VideoStats(error=v.error)
+  finite = np.isfinite(np.asarray(v.scores, np.float64).reshape(-1))
+  hits = v.matched & finite
+  prec, rec = metrics.pr_curve(hits, v.num_gt)
+  try:
+    tag = metrics.tagging_precision(v.tkeys, v.scores, v.gt_tkeys,
+                                    TAG_NRETURNS)
+  except OverflowError:
+    return _VideoStats(error=(
+        f"video {v.vid!r}: all scores are integers and a predicted triplet "
+        "is not in the ground truth; the official scorer fails assigning "
+        "-inf into its integer score array"))
+  return _VideoStats(
+      ap=metrics.voc_ap(rec, prec),
+      tp_at={n: int(hits[:n].sum()) for n in DET_NRETURNS},
+      len_at={n: min(n, hits.size) for n in DET_NRETURNS}, tag=tag)
+
+
+def _aggregate(videos, top):
+  """The official aggregation over (vid, num_gt, _VideoStats) in GT order.
+
+  Raises the error of the first failing video (the official code fails
+  there).
+  """
   video_ap = {}
   tp_at = {n: 0 for n in DET_NRETURNS}
   len_at = {n: 0 for n in DET_NRETURNS}
   prec_at = {k: [] for k in TAG_NRETURNS}
   tot_gt = 0
-  for v in videos:
-    tot_gt += v.num_gt
-    finite = np.isfinite(np.asarray(v.scores, np.float64).reshape(-1))
-    hits = v.matched & finite
-    prec, rec = metrics.pr_curve(hits, v.num_gt)
-    video_ap[v.vid] = metrics.voc_ap(rec, prec)
+  for vid, num_gt, st in videos:
+    if st.error is not None:
+      raise ScoringError(st.error)
+    tot_gt += num_gt
+    video_ap[vid] = st.ap
     for n in DET_NRETURNS:
-      tp_at[n] += int(hits[:n].sum())
-      len_at[n] += min(n, hits.size)
-    try:
-      tag = metrics.tagging_precision(v.tkeys, v.scores, v.gt_tkeys,
-                                      TAG_NRETURNS)
-    except OverflowError:
-      raise ScoringError(
-          f"video {v.vid!r}: all scores are integers and a predicted triplet "
-          "is not in the ground truth; the official scorer fails assigning "
-          "-inf into its integer score array") from None
+      tp_at[n] += st.tp_at[n]
+      len_at[n] += st.len_at[n]
     for k in TAG_NRETURNS:
-      prec_at[k].append(tag[k])
+      prec_at[k].append(st.tag[k])
 
   mean_ap = np.mean(list(video_ap.values()))
   rec_at_n = {}

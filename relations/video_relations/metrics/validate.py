@@ -22,6 +22,10 @@ field. Two levels:
 
   python -m relations.video_relations.metrics.validate PRED [--groundtruth GT]
       [--protocol helper|vru20] [--dataset vidor|vidvrd]
+
+`validate_submission` checks a parsed submission (the oracle);
+`ColumnarValidator` / `validate_file` give the same report from a file read
+into columns (`fastjson`), as the CLI does.
 """
 
 import argparse
@@ -31,6 +35,8 @@ import itertools
 import math
 import sys
 from typing import Any, Mapping
+
+import numpy as np
 
 from relations.video_relations.data import categories as vrd_categories
 
@@ -228,6 +234,176 @@ def validate_submission(submission: Any, groundtruth: Mapping | None = None,
   return Report(problems)
 
 
+class ColumnarValidator:
+  """`validate_submission` on `fastjson` chunks: the same problems, in the
+  same order, without the submission's object tree.
+
+  Plain records are checked on the columns (names against the category
+  lists, box count against the duration); a record the scanner flags
+  (irregular, or a non-finite / inverted / empty value) is decoded alone
+  and checked by the same code as `validate_submission`, so every message
+  is the dict validator's.
+
+  Feed it the events of `fastjson.scan_document(path)`: `chunk`, `version`,
+  `results_again`, `end`, `not_object`; then `report()`.
+
+  Args:
+    groundtruth: None, or {video_id: number of GT instances} (any mapping
+      whose value is falsy for videos without ground truth).
+    protocol, dataset: as `validate_submission`.
+  """
+
+  def __init__(self, groundtruth: Mapping | None = None,
+               protocol: str = "helper", dataset: str | None = None):
+    self.groundtruth = groundtruth
+    self.protocol = protocol
+    self.limit = LIMITS[protocol]
+    self.dataset_arg = dataset
+    self.version = None
+    self.results_kind = 0
+    self.not_object = False
+    self.videos = {}          # video id -> [Problem] (json.load's dict order)
+    self.errors_in = set()    # videos with an error
+    self._reset()
+
+  def _reset(self):
+    self.videos.clear()
+    self.errors_in.clear()
+    self.dataset = self.dataset_arg
+    self.known = None
+    self._ok = None           # [names, 3] bool, name id known in that slot
+    self._first = True
+
+  def event(self, kind: str, value: Any) -> None:
+    """One event of `fastjson.scan_document`."""
+    if kind == "chunk":
+      self.add_chunk(value)
+    elif kind == "version":
+      self.version = value
+    elif kind == "results_again":
+      self._reset()
+    elif kind == "end":
+      self.results_kind = value
+    elif kind == "not_object":
+      self.not_object = True
+
+  def _known_ok(self, vocab):
+    """[len(vocab.names), 3] bool: the name is known as subject, predicate,
+    object (extended as the vocabulary grows)."""
+    have = 0 if self._ok is None else len(self._ok)
+    if have < len(vocab.names):
+      objects, predicates = self.known
+      new = np.asarray([(n in objects, n in predicates, n in objects)
+                        for n in vocab.names[have:]], bool).reshape(-1, 3)
+      self._ok = new if self._ok is None else np.concatenate([self._ok, new])
+    return self._ok
+
+  def add_chunk(self, chunk) -> None:
+    """Problems of the chunk's videos."""
+    if self._first and chunk.video_ids:
+      self._first = False
+      if self.dataset is None:
+        self.dataset = vrd_categories.dataset_of_video_id(
+            str(chunk.video_ids[0]))
+      if self.dataset:
+        self.known = (set(vrd_categories.object_categories(self.dataset)),
+                      set(vrd_categories.predicates(self.dataset)))
+    flag = chunk.flag
+    plain = flag == 0
+    dlen = chunk.duration[:, 1] - chunk.duration[:, 0]
+    mismatch = plain[:, None] & (chunk.traj[:, :, 1] != dlen[:, None])
+    flagged = (flag != 0) | mismatch.any(1)
+    unknown = None
+    if self.known is not None and plain.any():
+      ok = self._known_ok(chunk.vocab)
+      names = np.where(plain[:, None], chunk.names, 0)
+      unknown = plain[:, None] & ~ok[names, np.arange(3)]
+      flagged |= unknown.any(1)
+    flagged_rows = np.flatnonzero(flagged)
+    rows = chunk.rows.tolist()
+    for v, vid in enumerate(chunk.video_ids):
+      problems = []
+      ignored = (self.groundtruth is not None
+                 and not self.groundtruth.get(vid))
+      if not chunk.is_list[v]:
+        problems.append(Problem("warning" if ignored else "error", vid, None,
+                                None, "predictions must be a list"))
+      else:
+        count = rows[v + 1] - rows[v]
+        if ignored:
+          problems.append(Problem(
+              "warning", vid, None, None,
+              f"{count} predictions for a video without ground truth "
+              "(ignored by the scorer)"))
+        if count > self.limit:
+          problems.append(Problem(
+              "warning", vid, None, None,
+              f"{count} predictions > {self.limit} " +
+              ("(VRU'19 rules accepted at most 2000 per video)"
+               if self.protocol == "helper" else
+               "(the VRU'20 scorer keeps the top 200 by score)")))
+        lo, hi = np.searchsorted(flagged_rows, (rows[v], rows[v + 1]))
+        for r in flagged_rows[lo:hi].tolist():
+          i = r - rows[v]
+
+          def add(level, field, message, vid=vid, i=i, ignored=ignored,
+                  problems=problems):
+            if ignored and level == "error":
+              level = "warning"
+            problems.append(Problem(level, vid, i, field, message))
+          if flag[r]:
+            _check_prediction(chunk.decode(r), self.known, add)
+            continue
+          if unknown is not None:
+            for k, what in enumerate(("subject category", "predicate",
+                                      "object category")):
+              if unknown[r, k]:
+                name = chunk.vocab.names[chunk.names[r, k]]
+                add("warning", "triplet", f"unknown {what} {name!r}")
+          for side, key in enumerate(("sub_traj", "obj_traj")):
+            if mismatch[r, side]:
+              add("warning", key, f"{chunk.traj[r, side, 1]} boxes for a "
+                  f"duration of {int(dlen[r])} frames (one box per frame "
+                  "expected)")
+      self.videos[vid] = problems
+      if any(p.level == "error" for p in problems):
+        self.errors_in.add(vid)
+      else:
+        self.errors_in.discard(vid)
+
+  def report(self) -> Report:
+    """All problems, as `validate_submission` lists them."""
+    if self.not_object:
+      return Report([Problem("error", None, None, None,
+                             "expected a JSON object with 'results'")])
+    problems = []
+    if self.version != VERSION:
+      problems.append(Problem(
+          "warning", None, None, "version",
+          f"expected {VERSION!r}, got {self.version!r} (not read by the "
+          "scorer)"))
+    if self.results_kind != 1:
+      problems.append(Problem("error", None, None, "results",
+                              "missing or not an object {video_id: [...]}"))
+      return Report(problems)
+    for video_problems in self.videos.values():
+      problems.extend(video_problems)
+    return Report(problems)
+
+
+def validate_file(path: str, groundtruth: Mapping | None = None,
+                  protocol: str = "helper",
+                  dataset: str | None = None) -> Report:
+  """`validate_submission` of a `.json` / `.json.xz` file, read into columns
+  (`ColumnarValidator`). Raises `fastjson.FormatError` on a file that is not
+  JSON."""
+  from relations.video_relations.metrics import fastjson  # pylint: disable=g-import-not-at-top
+  v = ColumnarValidator(groundtruth, protocol, dataset)
+  for kind, value in fastjson.scan_document(path):
+    v.event(kind, value)
+  return v.report()
+
+
 def main(argv=None) -> int:
   from relations.video_relations.metrics import io# pylint: disable=g-import-not-at-top
   ap = argparse.ArgumentParser(description="Validate a VidOR / VidVRD "
@@ -237,9 +413,17 @@ def main(argv=None) -> int:
   ap.add_argument("--protocol", choices=sorted(LIMITS), default="helper")
   ap.add_argument("--dataset", choices=["vidor", "vidvrd"])
   args = ap.parse_args(argv)
-  sub = io.load_submission(args.prediction)
-  gt = io.load_groundtruth(args.groundtruth) if args.groundtruth else None
-  rep = validate_submission(sub, gt, args.protocol, args.dataset)
+  from relations.video_relations.metrics import fastjson  # pylint: disable=g-import-not-at-top
+  gt = None
+  if args.groundtruth:
+    table = io.read_groundtruth_table(args.groundtruth, args.dataset)
+    gt = {v: int(table.bounds[i + 1] - table.bounds[i])
+          for i, v in enumerate(table.video_ids)}
+  try:
+    rep = validate_file(args.prediction, gt, args.protocol, args.dataset)
+  except fastjson.FormatError as e:
+    print(f"error: {args.prediction}: {e.detail}", file=sys.stderr)
+    return 2
   print(rep.summary(limit=10 ** 9))
   return 0 if rep.ok else 1
 

@@ -4,10 +4,12 @@ import glob
 import json
 import lzma
 
+import numpy as np
 import pytest
 
 from relations.video_relations.data import annotations as vrd_json
 from relations.video_relations.metrics import cli as vidor_cli
+from relations.video_relations.metrics import columns
 from relations.video_relations.metrics import io as vrd_io
 from tests.video_relations.metrics.helpers import gt, pred
 
@@ -157,3 +159,84 @@ def test_annotation_folder_errors(tmp_path):
   with pytest.raises(vrd_json.AnnotationError, match="holds both"):
     vrd_io.load_groundtruth(str(tmp_path))
   assert list(vrd_io.load_groundtruth(str(tmp_path), "vidor")) == ["1"]
+
+
+_GT_REL = ('{"triplet": ["adult", "next_to", "dog"], "subject_tid": 0, '
+           '"object_tid": 1, "duration": [0, 2], "sub_traj": [[0, 0, 9, 9], '
+           '[0, 0, 9, 9]], "obj_traj": [[20, 0, 29, 9], [20, 0, 29, 9]]}')
+
+
+@pytest.mark.parametrize("text", [
+    '{"1": [' + _GT_REL + '], "2": [], "3": [' + _GT_REL + ", " + _GT_REL
+    + "]}",
+    '{"1": [' + _GT_REL.replace('"subject_tid": 0, ', "") + "]}",
+    '{"1": [' + _GT_REL.replace('"subject_tid": 0', '"subject_tid": true')
+    + "]}",
+    '{"1": [' + _GT_REL.replace('"subject_tid": 0', '"subject_tid": 0.0')
+    + "]}",
+    '{"1": [' + _GT_REL.replace("[0, 2]", "[0.0, 2]") + "]}",
+    '{"1": [' + _GT_REL.replace("[0, 0, 9, 9]", "[0, 0, 9]", 1) + "]}",
+    '{"1": [' + _GT_REL.replace('"dog"]', '"dog", "x"]') + "]}",
+    '{"1": [' + _GT_REL.replace("[0, 0, 9, 9]", "[0, NaN, 9, 9]", 1) + "]}",
+    '{"1": [' + _GT_REL.replace('"duration"', '"score": 1, "duration"')
+    + "]}",
+    '{"1": [' + _GT_REL.replace('"duration": [0, 2]',
+                                '"duration": [0, 1], "duration": [0, 2]')
+    + "]}",
+    '{"1": [' + _GT_REL.replace("[0, 0, 9, 9]",
+                                "[0, 0, 9, 12345678901234567890]", 1) + "]}",
+    '{"1": 5, "2": [' + _GT_REL + "]}",
+    '{"1": [5], "1": [' + _GT_REL + "]}",
+    '{"1": [' + _GT_REL + '], "2": [], "1": [5]}',
+    "[1, 2]",
+    '{"1": [' + _GT_REL + "]",
+    '{"video_id": "1", "trajectories": []}',
+])
+def test_groundtruth_table_equals_the_dict_loader(tmp_path, text):
+  # The CLI's GT reader: the dict loader's table, or its exact error.
+  path = tmp_path / "gt.json"
+  path.write_text(text)
+  try:
+    want = columns.RelationTable.from_dicts(vrd_io.load_groundtruth(
+        str(path)))
+  except vrd_json.AnnotationError as e:
+    with pytest.raises(vrd_json.AnnotationError) as got:
+      vrd_io.read_groundtruth_table(str(path))
+    if "malformed JSON" in str(e):
+      assert "malformed JSON" in str(got.value)
+    else:
+      assert str(got.value) == str(e)
+    return
+  got = vrd_io.read_groundtruth_table(str(path))
+  assert got.video_ids == want.video_ids
+  assert got.bounds.tolist() == want.bounds.tolist()
+  assert [got.triplets[i] for i in got.triplet] == [
+      want.triplets[i] for i in want.triplet]
+  for name in ("duration", "flags", "length"):
+    np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+  np.testing.assert_array_equal(
+      np.concatenate([got.boxes[o:o + n] for o, n in zip(
+          got.offset.reshape(-1), got.length.reshape(-1))] or [np.zeros(
+              (0, 4))]),
+      np.concatenate([want.boxes[o:o + n] for o, n in zip(
+          want.offset.reshape(-1), want.length.reshape(-1))] or [np.zeros(
+              (0, 4))]))
+
+
+@pytest.mark.parametrize("dataset", ["vidor", "vidvrd"])
+def test_groundtruth_table_of_an_annotation_folder(tmp_path, dataset):
+  for g, group in enumerate(("0002", "0001")):
+    folder = tmp_path / group if dataset == "vidor" else tmp_path
+    folder.mkdir(exist_ok=True)
+    for n in ("b", "a", "10"):
+      vid = f"{n}{g}" if dataset == "vidor" else f"ILSVRC2015_train_{n}{g}"
+      (folder / f"{vid}.json").write_text(json.dumps(_annotation(vid,
+                                                                 dataset)))
+  want = columns.RelationTable.from_dicts(vrd_io.load_groundtruth(
+      str(tmp_path)))
+  got = vrd_io.read_groundtruth_table(str(tmp_path))
+  assert got.video_ids == want.video_ids and got.triplets == want.triplets
+  np.testing.assert_array_equal(got.boxes, want.boxes)
+  np.testing.assert_array_equal(got.offset, want.offset)
+  train = vrd_io.read_groundtruth_table(str(tmp_path), keep_boxes=False)
+  assert train.triplets == want.triplets and len(train.boxes) == 0
