@@ -3,8 +3,14 @@
 Restores the latest (or given) checkpoint of a training run and runs its registered evaluators
 (`config.evals.<NAME>`), which write predictions in the official format for their split under
 `W/eval/<NAME>/` and score them. Without `--eval` every configured evaluator runs.
+
+No training data is read: the model comes from the config and the parameter shapes from the
+checkpoint (`trainer.restore_params`), so only the evaluated split needs to be present. With
+several processes (`--distributed`) each predicts its shard of the split and process 0 writes
+the files (`relations.train.eval_loop`); every process prints the same `metrics {...}` line.
 """
 
+import json
 import os
 import sys
 
@@ -37,6 +43,9 @@ def main(argv=None) -> int:
       res = evaluators[name].run(params, step)
       results[name] = {k: float(v) for k, v in res.items()}
       print(f"[{name}] step {step}: " + ", ".join(f"{k}={float(v):.4f}" for k, v in res.items()))
+  # Every process returns the same metrics (the evaluation loop broadcasts them); one line with
+  # their exact values lets a launcher check that.
+  print("metrics " + json.dumps(results, sort_keys=True))
   if jax.process_index() == 0:
     io_util.write_json_atomic(os.path.join(args.workdir, f"predict_step{step}.json"), results)
   return 0

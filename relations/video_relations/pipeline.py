@@ -146,7 +146,10 @@ def detected_tracks(example, det, tracker_cfg, smoothing=0.0):
 class Predictor:
   """Runs the model on whole videos and produces video-level relations."""
 
-  def __init__(self, model, params, config, categories, predicates):
+  def __init__(self, model, params, config, categories, predicates,
+               mesh=None):
+    """`mesh`: optional local mesh (1 axis) holding `params` replicated; the
+    encoder's frame batches are then split over its devices."""
     self.model = model
     self.params = params
     self.config = config
@@ -154,8 +157,14 @@ class Predictor:
     self.predicates = list(predicates)
     v = config.video
     self.tracker_cfg = tracking.TrackerConfig(**dict(v.tracker))
-    self._encode = jax.jit(lambda p, x: model.apply(
-        {"params": p}, x, method=model.encode_detect))
+    encode = lambda p, x: model.apply(
+        {"params": p}, x, method=model.encode_detect)
+    if mesh is not None and int(v.frame_batch) % mesh.size == 0:
+      from jax.sharding import NamedSharding, PartitionSpec as P  # pylint: disable=g-import-not-at-top
+      self._encode = jax.jit(encode, in_shardings=(
+          NamedSharding(mesh, P()), NamedSharding(mesh, P(mesh.axis_names[0]))))
+    else:
+      self._encode = jax.jit(encode)
     self._relate = jax.jit(lambda p, *a: jax.nn.sigmoid(model.apply(
         {"params": p}, *a, method=model.relate)))
 
