@@ -112,11 +112,6 @@ class Evaluator:
 
     self._generate = eval_loop.jit_predict(generate)
     rel = self.layout.relation_pos
-    # The continuation scored by Acc@50: relation token + inference + <|e_in|>
-    # (the inference segment's width); later positions are padding.
-    self.cont_len = min(self.layout.max_seq_len - rel,
-                        self.layout.max_inference)
-
     def score(params, batch):
       return model.apply({"params": params}, batch, rel,
                          batch["cand_ids"].shape[1],
@@ -199,7 +194,8 @@ class Evaluator:
              task._s(ex["inference_text"]))  # pylint: disable=protected-access
       first.setdefault(key, i)
     c_max = max(len(q["candidates"]) for q in queries)
-    rel, width = self.layout.relation_pos, self.cont_len
+    rel = self.layout.relation_pos
+    full = self.layout.max_seq_len - rel
 
     def load(q):
       query = queries[q]
@@ -211,9 +207,9 @@ class Evaluator:
                          f"{key}")
       example = src[first[key]]
       out = None
-      ids = np.zeros((c_max, width), np.int32)
-      labels = np.full((c_max, width), vl_generator.IGNORE, np.int32)
-      mask = np.zeros((c_max, width), bool)
+      ids = np.zeros((c_max, full), np.int32)
+      labels = np.full((c_max, full), vl_generator.IGNORE, np.int32)
+      mask = np.zeros((c_max, full), bool)
       for c, idx in enumerate(query["candidates"]):
         if not 0 <= idx < len(records):
           raise ValueError(f"query {q}: candidate index {idx} outside the "
@@ -226,17 +222,21 @@ class Evaluator:
         lab = enc["labels"]
         # Only the inference span is scored, never the EP spans.
         lab[:rel + 1] = vl_generator.IGNORE
-        if np.any(lab[rel + width:] != vl_generator.IGNORE):
-          raise ValueError(f"query {q}, candidate {idx}: labels beyond the "
-                           f"inference segment (position {rel + width})")
         if out is None:
           out = {k: v for k, v in enc.items() if k != "labels"}
-        ids[c] = enc["input_ids"][rel:rel + width]
-        labels[c] = lab[rel:rel + width]
-        mask[c] = enc["token_mask"][rel:rel + width]
+        ids[c] = enc["input_ids"][rel:]
+        labels[c] = lab[rel:]
+        mask[c] = enc["token_mask"][rel:]
       n = len(query["candidates"])
       ids[n:], labels[n:], mask[n:] = ids[0], labels[0], mask[0]
-      out.update(cand_ids=ids, cand_labels=labels, cand_mask=mask)
+      # Positions after the last label are padding that no scored position
+      # attends to (causal): cut them, to a width rounded up to 8 (one
+      # compilation per width; the official layout's 23-token inference
+      # segment scores 24 of the 50 positions after the prompt).
+      last = int(np.max(np.nonzero(labels != vl_generator.IGNORE)[1]))
+      width = min(full, -(-(last + 1) // 8) * 8)
+      out.update(cand_ids=ids[:, :width], cand_labels=labels[:, :width],
+                 cand_mask=mask[:, :width])
       return out
 
     def emit(q, res):
@@ -245,7 +245,8 @@ class Evaluator:
 
     return eval_loop.predict_shard(
         len(queries), load, lambda b: self._score(params, b),
-        int(self.ec.get("acc50_batch_size", 8)), emit, mesh=mesh)
+        int(self.ec.get("acc50_batch_size", 8)), emit,
+        bucket=lambda q, ex: ex["cand_ids"].shape[1], mesh=mesh)
 
   # ---------------------------------------------------------------- run
   def run(self, params, step) -> dict[str, float]:

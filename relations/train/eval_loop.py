@@ -27,11 +27,13 @@ With one process no collective is used at all.
 from __future__ import annotations
 
 import pickle
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 Load = Callable[[int], dict]
 Emit = Callable[[int, Any], Any]

@@ -20,9 +20,7 @@ import portpicker
 import pytest
 
 from relations.train import checkpoint as ckpt_lib
-from relations.train import config_util
-from relations.train import eval_loop
-from relations.train import trainer
+from relations.train import config_util, eval_loop, trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
