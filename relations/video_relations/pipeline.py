@@ -159,12 +159,11 @@ class Predictor:
     self.tracker_cfg = tracking.TrackerConfig(**dict(v.tracker))
     encode = lambda p, x: model.apply(
         {"params": p}, x, method=model.encode_detect)
+    self._frames_sharding = None
     if mesh is not None and int(v.frame_batch) % mesh.size == 0:
       from jax.sharding import NamedSharding, PartitionSpec as P  # pylint: disable=g-import-not-at-top
-      self._encode = jax.jit(encode, in_shardings=(
-          NamedSharding(mesh, P()), NamedSharding(mesh, P(mesh.axis_names[0]))))
-    else:
-      self._encode = jax.jit(encode)
+      self._frames_sharding = NamedSharding(mesh, P(mesh.axis_names[0]))
+    self._encode = jax.jit(encode)
     self._relate = jax.jit(lambda p, *a: jax.nn.sigmoid(model.apply(
         {"params": p}, *a, method=model.relate)))
 
@@ -181,7 +180,9 @@ class Predictor:
                                          frames.dtype)]) if pad else frames
     grids, dets = [], []
     for i in range(0, len(x), fb):
-      g, d = self._encode(self.params, jnp.asarray(x[i:i + fb]))
+      xb = (jnp.asarray(x[i:i + fb]) if self._frames_sharding is None
+            else jax.device_put(x[i:i + fb], self._frames_sharding))
+      g, d = self._encode(self.params, xb)
       grids.append(g)
       dets.append({"boxes": np.asarray(d["boxes"]),
                    "probs": np.asarray(jax.nn.softmax(d["logits"], -1)),

@@ -195,3 +195,35 @@ def test_video_relations_sharded_eval_two_processes_equal_one(tmp_path):
   assert len([f for f in files if f.startswith("val/gif_")]) == 2
   for mode in ("groundtruth", "detected"):
     assert m["val"][f"{mode}/validator_warnings"] == 0
+
+
+@pytest.mark.slow
+def test_predict_reads_only_the_evaluation_split(tmp_path, capsys):
+  from relations import predict  # pylint: disable=g-import-not-at-top
+  from relations.occlusion.data.occlusion_boundaries import make_dummy_data  # pylint: disable=g-import-not-at-top
+  spec = "configs/occlusion.py:tiny"
+  tfds_dir = tmp_path / "tfds"
+  overrides = [f"data.data_dir={tfds_dir}", f"data.manual_dir={make_dummy_data.HERE}",
+               "input.crop_size=(32, 32)", "input.batch_size=8", "evals.test.nthresh=9",
+               "evals.test.num_workers=1"]
+  workdir = str(tmp_path / "w")
+  _checkpoint(spec, overrides, workdir)
+  # Remove the prepared training split; the official release is not reachable either.
+  prepared = tfds_dir / "occlusion_boundaries" / "realoob" / "1.0.0"
+  train_files = [f for f in os.listdir(prepared) if "-train." in f]
+  assert train_files
+  for f in train_files:
+    os.remove(prepared / f)
+  overrides[1] = f"data.manual_dir={tmp_path / 'absent'}"
+  rc = predict.main(["--config", spec, "--workdir", workdir, *(f"--config.{o}" for o in overrides)])
+  assert rc == 0
+  out = capsys.readouterr().out
+  metrics = json.loads([l for l in out.splitlines() if l.startswith("metrics ")][0][8:])
+  assert metrics["test"]["num_images"] == 2.0
+  assert sorted(os.listdir(os.path.join(workdir, "eval", "test", "step_1", "boundaries"))) == [
+      "test_00000.png", "test_00001.png"]
+  # The training source is indeed gone: building it fails.
+  from relations.occlusion import task  # pylint: disable=g-import-not-at-top
+  config = config_util.load_config(spec, overrides)
+  with pytest.raises(Exception):  # noqa: B017  (TFDS raises its own not-found error)
+    task.make_train_source(config)[0]

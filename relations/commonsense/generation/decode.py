@@ -59,6 +59,7 @@ class SampleConfig:
   temperature: float = 1.0
   stop_id: int = -1   # <|e_in|>; -1 = never stop early
   pad_id: int = 0     # emitted after stop_id
+  nucleus: str = "threshold"  # or "sorted" (`sampling` module docstring)
 
 
 class LMDecoder:
@@ -116,7 +117,8 @@ def make_sample_fn(decoder, cfg: SampleConfig,
   del prompt_len
   s, t = cfg.num_samples, cfg.max_new_tokens
   draw = functools.partial(sampling.sample, temperature=cfg.temperature,
-                           top_k=cfg.top_k, top_p=cfg.top_p)
+                           top_k=cfg.top_k, top_p=cfg.top_p,
+                           nucleus=cfg.nucleus)
 
   def fn(params, inputs, rng):
     logits, prefix, prefix_mask = decoder.prefill(params, inputs)
