@@ -13,6 +13,7 @@ the files (`relations.train.eval_loop`); every process prints the same `metrics 
 import json
 import os
 import sys
+import time
 
 from relations import io_util
 from relations.train import cli
@@ -40,9 +41,12 @@ def main(argv=None) -> int:
   results = {}
   with jax.set_mesh(mesh):
     for name in names:
+      t0 = time.perf_counter()
       res = evaluators[name].run(params, step)
+      seconds = time.perf_counter() - t0
       results[name] = {k: float(v) for k, v in res.items()}
       print(f"[{name}] step {step}: " + ", ".join(f"{k}={float(v):.4f}" for k, v in res.items()))
+      print(f"[{name}] eval seconds {seconds:.1f} (process {jax.process_index()})")
   # Every process returns the same metrics (the evaluation loop broadcasts them); one line with
   # their exact values lets a launcher check that.
   print("metrics " + json.dumps(results, sort_keys=True))
