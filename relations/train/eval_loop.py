@@ -151,8 +151,8 @@ def predict_shard(n: int, load: Load, predict: Callable[[dict], Any], batch_size
       cache[i] = ex
       groups.setdefault(bucket(i, ex), []).append(i)
   out = []
-  for key in groups:
-    for idx, mask in batches(groups[key], bs):
+  for members in groups.values():
+    for idx, mask in batches(members, bs):
       rows = [cache.pop(i) if i in cache else load(i) for i in idx[:int(mask.sum())]]
       rows += [rows[0]] * (bs - len(rows))
       batch = jax.device_put(stack(rows), data)
@@ -220,7 +220,7 @@ def finish(items: list[tuple[int, Any]], finalize: Callable[[list[tuple[int, Any
   if jax.process_index() == 0:
     try:
       result = finalize(gathered)
-    except Exception as e:  # pylint: disable=broad-except
+    except Exception as e:  # noqa: BLE001  (re-raised below, after telling the others)
       error = e
   payload = broadcast_from_lead(
       {"ok": error is None, "result": result,

@@ -218,12 +218,12 @@ def test_predict_reads_only_the_evaluation_split(tmp_path, capsys):
   rc = predict.main(["--config", spec, "--workdir", workdir, *(f"--config.{o}" for o in overrides)])
   assert rc == 0
   out = capsys.readouterr().out
-  metrics = json.loads([l for l in out.splitlines() if l.startswith("metrics ")][0][8:])
+  metrics = json.loads(next(l for l in out.splitlines() if l.startswith("metrics "))[8:])
   assert metrics["test"]["num_images"] == 2.0
   assert sorted(os.listdir(os.path.join(workdir, "eval", "test", "step_1", "boundaries"))) == [
       "test_00000.png", "test_00001.png"]
   # The training source is indeed gone: building it fails.
   from relations.occlusion import task  # pylint: disable=g-import-not-at-top
   config = config_util.load_config(spec, overrides)
-  with pytest.raises(Exception):  # noqa: B017  (TFDS raises its own not-found error)
+  with pytest.raises(RuntimeError, match="-train.array_record"):
     task.make_train_source(config)[0]
