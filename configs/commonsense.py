@@ -120,7 +120,7 @@ def get_config(arg=None):
       max_records=0,                     # 0 = all (event, relation) pairs
       meteor=True, meteor_workers=0,     # 0 = one METEOR process per core
       acc50=True, acc50_seed=0, acc50_candidates="",  # "" = seeded, saved
-      acc50_batch_size=8,                # queries (x 50 candidates) per call
+      acc50_batch_size=4,                # queries (x 50 candidates) per call
       acc50_max_queries=0,               # 0 = all; >0 = first N (quick)
   )
   if tiny:

@@ -6,7 +6,7 @@
       every_steps=0, text_given=True, method="sample", num_samples=5,
       top_p=0.9, top_k=0, temperature=1.0, max_new_tokens=20, batch_size=32,
       max_records=0, meteor=True, meteor_workers=0, acc50=True, acc50_seed=0,
-      acc50_candidates="", acc50_batch_size=256, acc50_max_queries=0)
+      acc50_candidates="", acc50_batch_size=4, acc50_max_queries=0)
 
   method="beam" (the official `--do_sample 0`): num_beams = num_samples, and
   the optional `length_penalty` (default 1.0) and `early_stopping` (default
@@ -245,7 +245,7 @@ class Evaluator:
 
     return eval_loop.predict_shard(
         len(queries), load, lambda b: self._score(params, b),
-        int(self.ec.get("acc50_batch_size", 8)), emit,
+        int(self.ec.get("acc50_batch_size", 4)), emit,
         bucket=lambda q, ex: ex["cand_ids"].shape[1], mesh=mesh)
 
   # ---------------------------------------------------------------- run
