@@ -113,7 +113,7 @@ def get_config(arg=None):
       max_records=0,                     # 0 = all (event, relation) pairs
       meteor=True, meteor_workers=0,     # 0 = one METEOR process per core
       acc50=True, acc50_seed=0, acc50_candidates="",  # "" = seeded, saved
-      acc50_batch_size=256,
+      acc50_batch_size=4,                # queries (x 50 candidates) per call
       acc50_max_queries=0,               # 0 = all; >0 = first N (quick)
   )
   if tiny:
@@ -131,5 +131,5 @@ def get_config(arg=None):
     common.trainer(c, total_steps=300, lr=2e-3, warmup_steps=20, decay="linear",
                    weight_decay=0.0, clip_norm=1.0, checkpoint_every=300, log_every=50)
     c.evals.val.update(max_new_tokens=12, batch_size=64,
-                       acc50_batch_size=512)
+                       acc50_batch_size=16)
   return c

@@ -74,7 +74,8 @@ def get_config(arg=None):
   c.evals.test = dict(type="occlusion", every_steps=10_000,
                       split="test", max_images=0, protocol="doob",
                       valid_only=realoob, border=2 if realoob else 0,
-                      nthresh=99, num_workers=0)
+                      nthresh=99, num_workers=0,
+                      batch_size=1)  # images per process and call (>= 1 per device)
   c.demo = dict(num_train=0, num_test=0, num_hard_negatives=0, size=(64, 64))
 
   if tiny:

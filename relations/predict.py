@@ -3,10 +3,17 @@
 Restores the latest (or given) checkpoint of a training run and runs its registered evaluators
 (`config.evals.<NAME>`), which write predictions in the official format for their split under
 `W/eval/<NAME>/` and score them. Without `--eval` every configured evaluator runs.
+
+No training data is read: the model comes from the config and the parameter shapes from the
+checkpoint (`trainer.restore_params`), so only the evaluated split needs to be present. With
+several processes (`--distributed`) each predicts its shard of the split and process 0 writes
+the files (`relations.train.eval_loop`); every process prints the same `metrics {...}` line.
 """
 
+import json
 import os
 import sys
+import time
 
 from relations import io_util
 from relations.train import cli
@@ -34,9 +41,15 @@ def main(argv=None) -> int:
   results = {}
   with jax.set_mesh(mesh):
     for name in names:
+      t0 = time.perf_counter()
       res = evaluators[name].run(params, step)
+      seconds = time.perf_counter() - t0
       results[name] = {k: float(v) for k, v in res.items()}
       print(f"[{name}] step {step}: " + ", ".join(f"{k}={float(v):.4f}" for k, v in res.items()))
+      print(f"[{name}] eval seconds {seconds:.1f} (process {jax.process_index()})")
+  # Every process returns the same metrics (the evaluation loop broadcasts them); one line with
+  # their exact values lets a launcher check that.
+  print("metrics " + json.dumps(results, sort_keys=True))
   if jax.process_index() == 0:
     io_util.write_json_atomic(os.path.join(args.workdir, f"predict_step{step}.json"), results)
   return 0

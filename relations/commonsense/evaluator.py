@@ -4,7 +4,7 @@
       every_steps=0, text_given=True, method="sample", num_samples=5,
       top_p=0.9, top_k=0, temperature=1.0, max_new_tokens=20, batch_size=32,
       max_records=0, meteor=True, meteor_workers=0, acc50=True, acc50_seed=0,
-      acc50_candidates="", acc50_batch_size=256, acc50_max_queries=0)
+      acc50_candidates="", acc50_batch_size=4, acc50_max_queries=0)
 
   method="beam" (the official `--do_sample 0`): num_beams = num_samples, and
   the optional `length_penalty` (default 1.0) and `early_stopping` (default
@@ -13,7 +13,10 @@
 `run(params, step)`:
 1. decodes every (event, relation) of the `generation` builder split with the
    jitted KV-cached decoder (5 nucleus samples, top_p 0.9 by default, or the
-   5 best beams; the prompt's prefill is shared by its samples / beams);
+   5 best beams; each prompt runs once and its samples / beams attend to its
+   one copy of the prompt's keys/values), sharded over processes and local
+   devices (`relations.train.eval_loop`); record i samples with the key
+   fold_in(key(config.seed), i);
 2. writes `<workdir>/step_<N>/<split>_sample_1_num_5_top_k_0_top_p_0.9.json`
    (`sample_0` for beam search; official format, person tags mapped back);
 3. scores that file with the exact protocol
@@ -21,8 +24,12 @@
    Unique, Novel, ...) against `<manual_dir>/<split>_annots.json`;
 4. Acc@50 (`captioning.rank`): seeded candidates (stored as data in the
    workdir, or `acc50_candidates`, e.g. the released val_rank_random_50.json)
-   scored with the model's teacher-forced forward pass (the loss's);
-and writes `metrics.json` next to the generations. Returns floats only.
+   scored with the model's teacher-forced forward pass, the query's prompt
+   computed once and its candidates scored as one batch continuing from its
+   keys/values (`VLGenerator.continuation_scores`; `acc50_batch_size`
+   queries per call);
+and writes `metrics.json` next to the generations (process 0, once).
+Returns floats only, the same on every process.
 """
 
 from __future__ import annotations
@@ -39,10 +46,10 @@ from relations.commonsense.metrics import rank
 from relations.commonsense.generation import beam
 from relations.commonsense.generation import decode
 from relations.commonsense.generation import official
-from relations.commonsense import losses
 from relations.commonsense import model as vl_generator
 from relations.commonsense import task
 from relations.commonsense.text import person_tags
+from relations.train import eval_loop
 
 HEADLINE = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "CIDEr",
             "Unique", "Novel", "Novel_normalised", "Acc@50", "Acc@50_plain_n")
@@ -78,12 +85,6 @@ def generation_file_name(eval_config) -> str:
       do_sample=eval_config.get("method", "sample") == "sample")
 
 
-def _pad_batch(examples: list[dict], size: int) -> dict[str, np.ndarray]:
-  """Stacks and pads (by repeating the last example) to a fixed batch size."""
-  ex = examples + [examples[-1]] * (size - len(examples))
-  return {k: np.stack([e[k] for e in ex]) for k in ex[0]}
-
-
 class Evaluator:
   """See the module docstring."""
 
@@ -96,80 +97,61 @@ class Evaluator:
     self.layout = task.layout(config)
     self.decode_cfg = decode_config(eval_config, stop_id=self.tok.e_in_id,
                                     pad_id=self.tok.eos_id)
-    self.decode_fn = decode.make_decode_fn(
-        vl_generator.VLDecoder(model, self.layout.prompt_len), self.decode_cfg,
-        prompt_len=self.layout.prompt_len)
-    self.forward = jax.jit(
-        lambda p, b: losses.sequence_scores(
-            model.apply({"params": p}, b, train=False)[0], b["labels"]))
+    decode_fn = decode.make_decode_fn(
+        vl_generator.VLDecoder(model, self.layout.prompt_len), self.decode_cfg)
+    seed = int(config.seed)
+
+    def generate(params, batch):
+      # One key per record (its index in the split): a record's samples do
+      # not depend on its batch or on which process decodes it.
+      keys = jax.vmap(jax.random.fold_in, (None, 0))(
+          jax.random.key(seed), batch["record_index"])
+      return decode_fn(params, batch, keys)
+
+    self._generate = eval_loop.jit_predict(generate)
+    rel = self.layout.relation_pos
+    def score(params, batch):
+      return model.apply({"params": params}, batch, rel,
+                         batch["cand_ids"].shape[1],
+                         method=vl_generator.VLGenerator.continuation_scores)
+
+    self._score = eval_loop.jit_predict(score)
 
   # ---------------------------------------------------------------- generation
-  def generate(self, params, rng=None) -> list[dict]:
-    """Official generation records for the eval split."""
+  def generation_source(self):
     src = task.make_builder(self.config, "generation").as_data_source(
         self.ec.split)
     n = len(src)
     if int(self.ec.get("max_records", 0)):
       n = min(n, int(self.ec.max_records))
-    bs = int(self.ec.batch_size)
-    rng = jax.random.key(int(self.config.seed)) if rng is None else rng
-    out = []
-    for start in range(0, n, bs):
-      exs = [src[i] for i in range(start, min(start + bs, n))]
-      enc = [task.encode(e, self.config, with_labels=False,
-                         text_given=bool(self.ec.text_given)) for e in exs]
-      batch = _pad_batch(enc, bs)
-      toks = np.asarray(self.decode_fn(params, batch,
-                                       jax.random.fold_in(rng, start)))
-      for e, rows in zip(exs, toks):
-        out.append(official.record(e, rows.tolist(), self.tok))
-    return out
+    return src, n
+
+  def generate(self, params, mesh=None) -> list[tuple[int, dict]]:
+    """This process's share of the official generation records, [(index, record)].
+
+    `params` must be on the local devices (`eval_loop.localize`).
+    """
+    src, n = self.generation_source()
+    raw = {}
+
+    def load(i):
+      ex = src[i]
+      raw[i] = ex
+      enc = task.encode(ex, self.config, with_labels=False,
+                        text_given=bool(self.ec.text_given))
+      enc["record_index"] = np.int32(i)
+      return enc
+
+    def emit(i, toks):
+      return official.record(raw.pop(i), np.asarray(toks).tolist(), self.tok)
+
+    return eval_loop.predict_shard(
+        n, load, lambda b: self._generate(params, b), int(self.ec.batch_size),
+        emit, mesh=mesh)
 
   # ---------------------------------------------------------------- Acc@50
-  def _score_fn(self, params):
-    src = task.make_builder(self.config, "training").as_data_source(
-        self.ec.split)
-    first = {}
-    for i in range(len(src)):
-      ex = src[i]
-      key = (int(ex["event_idx"]), io_util.as_str(ex["relation"]),
-             io_util.as_str(ex["inference_text"]))
-      first.setdefault(key, i)
-    cache = {}
-
-    def example(rec):
-      key = (rec["event_idx"], rec["inference_relation"], rec["inference_text"])
-      if key not in first:
-        raise ValueError(f"{self.ec.split}: no builder example for record "
-                         f"{key}")
-      i = first[key]
-      if i not in cache:
-        cache[i] = src[i]
-      return cache[i]
-
-    bs = int(self.ec.acc50_batch_size)
-
-    def score_fn(contexts, cands):
-      enc = []
-      for ctx, cand in zip(contexts, cands):
-        _, name = person_tags.map_numbers_to_det_tokens(cand["inference_text"])
-        enc.append(task.encode(example(ctx), self.config, inference_name=name,
-                               relation=cand["inference_relation"],
-                               text_given=bool(self.ec.text_given)))
-        # Only the inference span is scored, never the EP spans.
-        lab = enc[-1]["labels"]
-        lab[:self.layout.relation_pos + 1] = -1
-      nll, cnt = [], []
-      for s in range(0, len(enc), bs):
-        chunk = enc[s:s + bs]
-        a, b = self.forward(params, _pad_batch(chunk, bs))
-        nll.append(np.asarray(a)[:len(chunk)])
-        cnt.append(np.asarray(b)[:len(chunk)])
-      return np.concatenate(nll), np.concatenate(cnt)
-
-    return score_fn
-
-  def acc50(self, params, annotations, outdir) -> dict:
+  def acc50_queries(self, annotations) -> list[dict]:
+    """The candidate lists (released file, stored seeded draw, or a new one)."""
     path = self.ec.get("acc50_candidates") or ""
     if path:
       queries = rank.candidates_from_official(
@@ -182,36 +164,132 @@ class Evaluator:
         queries = rank.load_candidates(path)
       else:
         queries = rank.build_candidates(annotations, 50, seed)
-        os.makedirs(self.workdir, exist_ok=True)
-        rank.save_candidates(path, queries, seed, 50)
-    del outdir
+        if jax.process_index() == 0:
+          os.makedirs(self.workdir, exist_ok=True)
+          rank.save_candidates(path, queries, seed, 50)
     cap = int(self.ec.get("acc50_max_queries", 0))
     if cap:  # a quick estimate on the first `cap` queries (demo)
       queries = queries[:cap]
-    return rank.rank_accuracy(annotations, queries, self._score_fn(params),
-                              batch_size=int(self.ec.acc50_batch_size) * 4)
+    return queries
+
+  def acc50_scores(self, params, annotations, queries, mesh=None
+                   ) -> list[tuple[int, tuple[np.ndarray, np.ndarray]]]:
+    """This process's share of candidate scores: [(query, (nll [C], n [C]))].
+
+    Each query is one row: its prompt (image, event, place; positions
+    before the relation token) runs once and its candidates continue it
+    (`VLGenerator.continuation_scores`).
+    """
+    src = task.make_builder(self.config, "training").as_data_source(
+        self.ec.split)
+    records = rank.expand_records(annotations)
+    # Builder examples in the order of the rank expansion; one per
+    # (event, relation, inference) key.
+    first = {}
+    for i in range(len(src)):
+      ex = src[i]
+      key = (int(ex["event_idx"]), io_util.as_str(ex["relation"]),
+             io_util.as_str(ex["inference_text"]))
+      first.setdefault(key, i)
+    c_max = max(len(q["candidates"]) for q in queries)
+    rel = self.layout.relation_pos
+    full = self.layout.max_seq_len - rel
+
+    def load(q):
+      query = queries[q]
+      ctx = records[query["query"]]
+      key = (ctx["event_idx"], ctx["inference_relation"],
+             ctx["inference_text"])
+      if key not in first:
+        raise ValueError(f"{self.ec.split}: no builder example for record "
+                         f"{key}")
+      example = src[first[key]]
+      out = None
+      ids = np.zeros((c_max, full), np.int32)
+      labels = np.full((c_max, full), vl_generator.IGNORE, np.int32)
+      mask = np.zeros((c_max, full), bool)
+      for c, idx in enumerate(query["candidates"]):
+        if not 0 <= idx < len(records):
+          raise ValueError(f"query {q}: candidate index {idx} outside the "
+                           f"{len(records)} expanded records")
+        cand = records[idx]
+        _, name = person_tags.map_numbers_to_det_tokens(cand["inference_text"])
+        enc = task.encode(example, self.config, inference_name=name,
+                          relation=cand["inference_relation"],
+                          text_given=bool(self.ec.text_given))
+        lab = enc["labels"]
+        # Only the inference span is scored, never the EP spans.
+        lab[:rel + 1] = vl_generator.IGNORE
+        if out is None:
+          out = {k: v for k, v in enc.items() if k != "labels"}
+        ids[c] = enc["input_ids"][rel:]
+        labels[c] = lab[rel:]
+        mask[c] = enc["token_mask"][rel:]
+      n = len(query["candidates"])
+      ids[n:], labels[n:], mask[n:] = ids[0], labels[0], mask[0]
+      # Positions after the last label are padding that no scored position
+      # attends to (causal): cut them, to a width rounded up to 8 (one
+      # compilation per width; the official layout's 23-token inference
+      # segment scores 24 of the 50 positions after the prompt).
+      last = int(np.max(np.nonzero(labels != vl_generator.IGNORE)[1]))
+      width = min(full, -(-(last + 1) // 8) * 8)
+      out.update(cand_ids=ids[:, :width], cand_labels=labels[:, :width],
+                 cand_mask=mask[:, :width])
+      return out
+
+    def emit(q, res):
+      n = len(queries[q]["candidates"])
+      return np.asarray(res[0])[:n], np.asarray(res[1])[:n]
+
+    return eval_loop.predict_shard(
+        len(queries), load, lambda b: self._score(params, b),
+        int(self.ec.get("acc50_batch_size", 4)), emit,
+        bucket=lambda q, ex: ex["cand_ids"].shape[1], mesh=mesh)
 
   # ---------------------------------------------------------------- run
   def run(self, params, step) -> dict[str, float]:
+    """Generates, writes the official JSON once, scores it (+ Acc@50).
+
+    Sharded (`relations.train.eval_loop`): each process decodes and scores
+    its share of the records / queries on its local devices; process 0
+    gathers, writes `<split>_sample_...json` and `metrics.json` and scores;
+    every process returns the same metrics.
+    """
     outdir = os.path.join(self.workdir, f"step_{step}")
-    gens = self.generate(params)
     gen_path = os.path.join(outdir, generation_file_name(self.ec))
-    if jax.process_index() != 0:
-      return {}
-    official.write(gen_path, gens)
+    mesh = eval_loop.local_mesh()
+    local = eval_loop.localize(params, mesh)
     root = self.config.data.manual_dir
     annots = records_lib.load_annotations(
         os.path.join(root, f"{self.ec.split}_annots.json"))
-    train_path = os.path.join(root, "train_annots.json")
-    train = (records_lib.load_annotations(train_path)
-             if os.path.exists(train_path) else None)
-    workers = int(self.ec.get("meteor_workers", 0)) or None
-    metrics = protocol.score_generations(
-        annots, gens, train, meteor=bool(self.ec.meteor),
-        meteor_workers=workers, gens_name=gen_path)
+    items = [("gen", i, r) for i, r in self.generate(local, mesh)]
+    queries = []
     if self.ec.get("acc50", True):
-      metrics.update(self.acc50(params, annots, outdir))
-    metrics["generations_file"] = gen_path
-    io_util.write_json_atomic(os.path.join(outdir, "metrics.json"), metrics, newline=False)
-    return {k: float(v) for k, v in metrics.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool)}
+      queries = self.acc50_queries(annots)
+      items += [("acc50", q, s)
+                for q, s in self.acc50_scores(local, annots, queries, mesh)]
+
+    def finalize(gathered):
+      gens = [r for _, (kind, _, r) in gathered if kind == "gen"]
+      scores = [s for _, (kind, _, s) in gathered if kind == "acc50"]
+      official.write(gen_path, gens)
+      train_path = os.path.join(root, "train_annots.json")
+      train = (records_lib.load_annotations(train_path)
+               if os.path.exists(train_path) else None)
+      workers = int(self.ec.get("meteor_workers", 0)) or None
+      metrics = protocol.score_generations(
+          annots, gens, train, meteor=bool(self.ec.meteor),
+          meteor_workers=workers, gens_name=gen_path)
+      if queries:
+        metrics.update(rank.accuracy_from_scores(
+            queries, [s[0] for s in scores], [s[1] for s in scores]))
+      metrics["generations_file"] = gen_path
+      io_util.write_json_atomic(os.path.join(outdir, "metrics.json"), metrics)
+      return {k: float(v) for k, v in metrics.items()
+              if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+    # Gathered in one collective; sort keys keep generations before scores,
+    # each in index order.
+    keyed = [((0 if kind == "gen" else 1, i), (kind, i, v))
+             for kind, i, v in items]
+    return eval_loop.finish(keyed, finalize)

@@ -101,7 +101,8 @@ class Attention(nn.Module):
   dtype: Any = jnp.float32
 
   @nn.compact
-  def __call__(self, x, *, key_mask, kv, cache_index, train):
+  def __call__(self, x, *, key_mask, kv, cache_index, train, prefix=None,
+               prefix_mask=None):
     b, s, d = x.shape
     h = self.num_heads
     dh = d // h
@@ -126,12 +127,33 @@ class Attention(nn.Module):
     allowed = (k_pos[None, :] <= q_pos[:, None])[None, None]  # [1, 1, S, K]
     if key_mask is not None:
       allowed = allowed & key_mask[:, None, None, :].astype(bool)
+    scale = jnp.sqrt(jnp.float32(dh))
     logits = jnp.einsum("bqhd,bkhd->bhqk", q, k.astype(q.dtype))
-    logits = logits.astype(jnp.float32) / jnp.sqrt(jnp.float32(dh))
+    logits = logits.astype(jnp.float32) / scale
     logits = jnp.where(allowed, logits, jnp.finfo(jnp.float32).min)
-    probs = jax.nn.softmax(logits, axis=-1).astype(self.dtype)
-    probs = nn.Dropout(self.dropout)(probs, deterministic=not train)
-    y = jnp.einsum("bhqk,bkhd->bqhd", probs, v.astype(self.dtype))
+    if prefix is None:
+      probs = jax.nn.softmax(logits, axis=-1).astype(self.dtype)
+      probs = nn.Dropout(self.dropout)(probs, deterministic=not train)
+      y = jnp.einsum("bhqk,bkhd->bqhd", probs, v.astype(self.dtype))
+    else:
+      # Shared prefix: rows [G * R] continue G prefixes (R rows each, in
+      # order), whose keys/values [G, P, H, Dh] are read in place, never
+      # copied per row. One softmax over [prefix keys | own keys].
+      g, p = prefix["k"].shape[0], prefix["k"].shape[1]
+      r = b // g
+      qg = q.reshape(g, r, s, h, dh)
+      pl = jnp.einsum("grqhd,gkhd->grhqk", qg, prefix["k"].astype(q.dtype))
+      pl = pl.astype(jnp.float32).reshape(b, h, s, p) / scale
+      if prefix_mask is not None:
+        pm = jnp.repeat(prefix_mask.astype(bool), r, axis=0)
+        pl = jnp.where(pm[:, None, None, :], pl, jnp.finfo(jnp.float32).min)
+      probs = jax.nn.softmax(jnp.concatenate([pl, logits], -1), axis=-1)
+      probs = nn.Dropout(self.dropout)(probs.astype(self.dtype),
+                                       deterministic=not train)
+      pp = probs[..., :p].reshape(g, r, h, s, p)
+      y = jnp.einsum("grhqk,gkhd->grqhd", pp, prefix["v"].astype(self.dtype))
+      y = y.reshape(b, s, h, dh) + jnp.einsum(
+          "bhqk,bkhd->bqhd", probs[..., p:], v.astype(self.dtype))
     y = nn.DenseGeneral(
         d, axis=(-2, -1), dtype=self.dtype, name="out",
         kernel_init=_init(self.out_std, ("heads", "kv", "embed")),
@@ -169,7 +191,8 @@ class Block(nn.Module):
   dtype: Any = jnp.float32
 
   @nn.compact
-  def __call__(self, x, key_mask, kv, cache_index, train):
+  def __call__(self, x, key_mask, kv, cache_index, train, prefix=None,
+               prefix_mask=None):
     # HF's GPT-2 init scales residual output projections by 1/sqrt(2 * layers).
     out_std = 0.02 / (2 * self.num_layers) ** 0.5
     x = nn.with_logical_constraint(x, ("act_batch", "act_len", "act_emb"))
@@ -177,7 +200,7 @@ class Block(nn.Module):
                       dtype=self.dtype, name="attn")(
                           LayerNorm(self.ln_eps, name="ln_1")(x),
                           key_mask=key_mask, kv=kv, cache_index=cache_index,
-                          train=train)
+                          train=train, prefix=prefix, prefix_mask=prefix_mask)
     x = x + nn.Dropout(self.dropout)(y, deterministic=not train)
     y = Mlp(self.mlp_dim, out_std=out_std, dtype=self.dtype, name="mlp")(
         LayerNorm(self.ln_eps, name="ln_2")(x))
@@ -238,7 +261,9 @@ class GPT2(nn.Module):
                kv_cache: KVCache | None = None,
                cache_index: jax.Array | int = 0,
                return_logits: bool = True,
-               train: bool = False):
+               train: bool = False,
+               prefix: KVCache | None = None,
+               prefix_mask: jax.Array | None = None):
     """Runs the decoder.
 
     Args:
@@ -253,6 +278,13 @@ class GPT2(nn.Module):
       return_logits: if False, skip the vocabulary projection (out["hidden"]
         still holds the final hidden states).
       train: enables dropout (needs a 'dropout' rng).
+      prefix: optional shared prefix, per layer {"k", "v"} [G, P, H, Dh] (the
+        `kv_cache` a prefill of G prompts of length P returns): the B rows
+        continue these prompts, B / G consecutive rows per prompt, and attend
+        to all its P keys without copying them. Positions then start at
+        P + cache_index, and `kv_cache`/`key_mask` cover the rows' own tokens
+        only.
+      prefix_mask: optional bool [G, P], prefix keys that may be attended.
 
     Returns:
       (logits [B, S, V] float32 or None, out) with out["hidden"] [B, S, D] after
@@ -261,13 +293,15 @@ class GPT2(nn.Module):
     if embeds is None:
       embeds = self.wte(tokens)
     s = embeds.shape[1]
-    positions = jnp.asarray(cache_index, jnp.int32) + jnp.arange(s)
+    offset = 0 if prefix is None else prefix[0]["k"].shape[1]
+    positions = offset + jnp.asarray(cache_index, jnp.int32) + jnp.arange(s)
     x = embeds.astype(self.dtype) + self.wpe(positions)[None]
     x = self.drop(x, deterministic=not train)
     new_cache = []
     for i, blk in enumerate(self.blocks):
       kv = None if kv_cache is None else kv_cache[i]
-      x, kv = blk(x, key_mask, kv, cache_index, train)
+      pre = None if prefix is None else prefix[i]
+      x, kv = blk(x, key_mask, kv, cache_index, train, pre, prefix_mask)
       new_cache.append(kv)
     x = self.ln_f(x)
     out = {"hidden": x,

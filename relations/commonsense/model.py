@@ -47,6 +47,7 @@ import jax
 import jax.numpy as jnp
 
 from relations.commonsense import gpt2
+from relations.commonsense.losses import sequence_scores
 from relations.nn import vit as vit_lib
 from relations.nn.roi_align import roi_align_mean
 
@@ -170,24 +171,58 @@ class VLGenerator(nn.Module):
     return logits, out
 
   # ------------------------------------------------------------ decoding
-  def prefill(self, batch, prompt_len: int, cache_len: int):
-    """Runs the prompts into a fresh cache; see `generation.decode`."""
+  def prefill(self, batch, prompt_len: int):
+    """Runs the prompts once; see `generation.decode`.
+
+    Returns:
+      (logits [B, V] of the last prompt position, the prompts' keys/values
+      per layer [B, P, H, Dh], their key mask bool [B, P] or None).
+    """
     emb, mask = self.input_embeddings(batch, length=prompt_len)
     b = emb.shape[0]
-    cache = gpt2.init_cache(self.decoder, b, cache_len)
-    key_mask = None
-    if self.attention_mask:
-      key_mask = jnp.concatenate(
-          [mask, jnp.ones((b, cache_len - prompt_len), bool)], 1)
+    cache = gpt2.init_cache(self.decoder, b, prompt_len)
+    key_mask = mask if self.attention_mask else None
     _, out = self.decoder(embeds=emb, key_mask=key_mask, kv_cache=cache,
                           cache_index=0, return_logits=False)
     logits = self.decoder.logits(out["hidden"][:, -1])
     return logits, out["kv_cache"], key_mask
 
-  def step(self, tokens, cache, index, key_mask):
-    logits, out = self.decoder(tokens, key_mask=key_mask, kv_cache=cache,
-                               cache_index=index)
+  def step(self, tokens, cache, index, prefix, prefix_mask):
+    """Rows continuing shared prefixes by `tokens` at generated position `index`."""
+    logits, out = self.decoder(tokens, kv_cache=cache, cache_index=index,
+                               prefix=prefix, prefix_mask=prefix_mask)
     return logits[:, -1], out["kv_cache"]
+
+  def continuation_scores(self, batch, prefix_len: int, num_candidates: int):
+    """Acc@50 scoring with the shared prompt computed once.
+
+    `batch` holds G queries' prompts and their candidates: the first
+    `prefix_len` positions of row g (`input_ids`, `token_mask`, visual
+    inputs) are the query's shared prompt; `cand_ids` / `cand_labels` /
+    `cand_mask` int32/int32/bool [G, C, L - prefix_len] are the C
+    candidates' continuations (relation token, inference, `<|e_in|>`,
+    padding) with their labels (unshifted, -1 = ignored). The prompt runs
+    once per query; the G * C continuations attend to its keys/values in
+    place. Equal to the teacher-forced forward pass of each full candidate
+    sequence (`__call__` + `sequence_scores`) up to float rounding.
+
+    Returns:
+      (summed NLL [G, C] float32, labelled tokens [G, C] int32).
+    """
+    emb, mask = self.input_embeddings(batch, length=prefix_len)
+    g = emb.shape[0]
+    cache = gpt2.init_cache(self.decoder, g, prefix_len)
+    prefix_mask = mask if self.attention_mask else None
+    _, out = self.decoder(embeds=emb, key_mask=prefix_mask, kv_cache=cache,
+                          cache_index=0, return_logits=False)
+    ids = batch["cand_ids"].reshape(g * num_candidates, -1)
+    cmask = batch["cand_mask"].reshape(g * num_candidates, -1)
+    labels = batch["cand_labels"].reshape(g * num_candidates, -1)
+    logits, _ = self.decoder(
+        ids, key_mask=cmask if self.attention_mask else None,
+        prefix=out["kv_cache"], prefix_mask=prefix_mask)
+    nll, n = sequence_scores(logits, labels)
+    return nll.reshape(g, num_candidates), n.reshape(g, num_candidates)
 
 
 class VLDecoder:
@@ -197,13 +232,17 @@ class VLDecoder:
     self.model = model
     self.prompt_len = prompt_len
 
-  def prefill(self, params, inputs, cache_len):
+  def prefill(self, params, inputs):
     return self.model.apply({"params": params}, inputs, self.prompt_len,
-                            cache_len, method=VLGenerator.prefill)
+                            method=VLGenerator.prefill)
 
-  def step(self, params, tokens, cache, index, key_mask):
-    return self.model.apply({"params": params}, tokens, cache, index, key_mask,
-                            method=VLGenerator.step)
+  def new_cache(self, n, length):
+    lm = gpt2.GPT2(**dict(self.model.lm or {}))
+    return gpt2.init_cache(lm, n, length)
+
+  def step(self, params, tokens, cache, index, prefix, prefix_mask):
+    return self.model.apply({"params": params}, tokens, cache, index, prefix,
+                            prefix_mask, method=VLGenerator.step)
 
 
 def Model(*, lm_variant: str | None = None, lm: dict | None = None,  # pylint: disable=invalid-name

@@ -29,6 +29,7 @@ import numpy as np
 from relations import io_util
 from relations.occlusion.data import preprocess as occlusion_pp
 from relations.occlusion.data import realoob_io
+from relations.train import eval_loop
 
 HEADLINE = ("B-ODS", "B-OIS", "B-AP", "O-ODS", "O-OIS", "O-AP", "AC")
 
@@ -53,33 +54,25 @@ def _write_rgb(path, rgb):
   io_util.write_bytes_atomic(path, buf.tobytes())
 
 
-def predict_and_score(predict, source, outdir, eval_config, write=True):
-  """Runs `predict` over `source`, writes the prediction layout, scores it.
+def write_and_score(items, source, outdir, eval_config):
+  """Writes the prediction layout of `items` once and scores the files it wrote.
 
   Args:
-    predict: fn(image uint8 [H, W, 3]) -> (prob float [H, W] in [0, 1],
-      theta float [H, W] radians).
+    items: [(source index, (prob float [H, W] in [0, 1], theta float [H, W]
+      radians))] at native resolution, in index order.
     source: random-access builder split (examples with "id", "image",
       "boundaries"/"orientation"/"valid" [A, H, W]).
     outdir: the prediction root (created).
-    eval_config: fields split, max_images, protocol, valid_only, border,
-      nthresh (see the module docstring).
-    write: write and score (False on non-lead processes: predict only).
+    eval_config: fields protocol, valid_only, border, nthresh, num_workers.
 
   Returns:
     dict of the HEADLINE metrics (floats) plus "num_images".
   """
   from relations.occlusion.metrics import api# pylint: disable=g-import-not-at-top
-  n = len(source)
-  if eval_config.get("max_images", 0):
-    n = min(n, int(eval_config.max_images))
   samples = []
-  for i in range(n):
+  for i, (prob, theta) in items:
     ex = source[i]
     image_id = io_util.as_str(ex["id"])
-    prob, theta = predict(np.asarray(ex["image"]))
-    if not write:
-      continue
     realoob_io.write_prediction(outdir, image_id, prob, theta)
     _write_rgb(os.path.join(outdir, "overlay", image_id + ".png"),
                overlay(np.asarray(ex["image"]), prob, theta))
@@ -91,8 +84,6 @@ def predict_and_score(predict, source, outdir, eval_config, write=True):
         "theta_gts": list(np.asarray(ex["orientation"], np.float32)),
         "valids": list(np.asarray(ex["valid"], bool)),
     })
-  if not write:
-    return {}
   res = api.evaluate_arrays(
       samples, protocol=eval_config.get("protocol", "doob"),
       valid_only=bool(eval_config.get("valid_only", True)),
@@ -102,6 +93,39 @@ def predict_and_score(predict, source, outdir, eval_config, write=True):
   out = {k: float(res[k]) for k in HEADLINE}
   out["num_images"] = float(len(samples))
   return out
+
+
+def num_images(source, eval_config) -> int:
+  """Images evaluated: the split, or its first `max_images` (> 0)."""
+  n = len(source)
+  if eval_config.get("max_images", 0):
+    n = min(n, int(eval_config.max_images))
+  return n
+
+
+def predict_and_score(predict, source, outdir, eval_config, write=True):
+  """Runs `predict` image by image in this process, writes the layout, scores it.
+
+  For oracles and the demo; training and `relations.predict` use the sharded
+  `Evaluator.run`.
+
+  Args:
+    predict: fn(image uint8 [H, W, 3]) -> (prob float [H, W] in [0, 1],
+      theta float [H, W] radians).
+    source: random-access builder split.
+    outdir: the prediction root (created).
+    eval_config: see `write_and_score`, plus max_images.
+    write: write and score (False: predict only).
+
+  Returns:
+    dict of the HEADLINE metrics (floats) plus "num_images"; {} if not write.
+  """
+  items = []
+  for i in range(num_images(source, eval_config)):
+    items.append((i, predict(np.asarray(source[i]["image"]))))
+  if not write:
+    return {}
+  return write_and_score(items, source, outdir, eval_config)
 
 
 class Evaluator:
@@ -119,25 +143,47 @@ class Evaluator:
       vit_kw = {**vit.decode_variant(config.model.vit_variant), **vit_kw}
     self.patch = int(vit_kw.get("patch_size", 16))
 
-    def fwd(params, images):
-      out = model.apply({"params": params}, images, train=False)
+    def fwd(params, batch):
+      out = model.apply({"params": params}, batch["image"], train=False)
       prob = jax.nn.sigmoid(out["boundary_logits"])
       theta = out.get("orientation", jnp.zeros_like(prob))
       return prob, theta
 
-    self._fwd = jax.jit(fwd)  # retraces once per padded image size
+    # Replicated params, batch split over the local devices; retraces once
+    # per padded image size.
+    self._fwd = eval_loop.jit_predict(fwd)
 
   def run(self, params, step):
-    """Predicts the split with `params`; returns the scores of step `step`."""
+    """Predicts the split with `params`; returns the scores of step `step`.
+
+    Sharded (`relations.train.eval_loop`): each process predicts its images
+    on its local devices (images batched with others of the same padded
+    size, `eval_config.batch_size` per process, default one per device);
+    process 0 writes the prediction layout once and scores it; every process
+    returns the same metrics.
+    """
     outdir = os.path.join(self.workdir, f"step_{int(step)}")
+    mesh = eval_loop.local_mesh()
+    local = eval_loop.localize(params, mesh)
 
-    def predict(image):
-      x = image.astype(np.float32) / 127.5 - 1.0
+    def load(i):
+      x = np.asarray(self.source[i]["image"]).astype(np.float32) / 127.5 - 1.0
       padded, hw = occlusion_pp.pad_to_multiple(x, self.patch)
-      prob, theta = self._fwd(params, jnp.asarray(padded[None]))
-      prob = occlusion_pp.crop_back(np.asarray(jax.device_get(prob))[0], hw)
-      theta = occlusion_pp.crop_back(np.asarray(jax.device_get(theta))[0], hw)
-      return prob, theta
+      return {"image": padded, "hw": np.asarray(hw, np.int32)}
 
-    return predict_and_score(predict, self.source, outdir, self.eval_config,
-                             write=jax.process_index() == 0)
+    def predict(batch):
+      prob, theta = self._fwd(local, batch)
+      return prob, theta, batch["hw"]
+
+    def emit(i, out):
+      del i
+      prob, theta, hw = out
+      return (occlusion_pp.crop_back(prob, hw),
+              occlusion_pp.crop_back(theta, hw))
+
+    items = eval_loop.predict_shard(
+        num_images(self.source, self.eval_config), load, predict,
+        int(self.eval_config.get("batch_size", 1)), emit,
+        bucket=lambda i, ex: ex["image"].shape, mesh=mesh)
+    return eval_loop.finish(items, lambda all_items: write_and_score(
+        all_items, self.source, outdir, self.eval_config))

@@ -40,3 +40,29 @@ def abstract_of(state_shapes, shardings):
   """ShapeDtypeStructs that carry the target shardings (orbax restores into them)."""
   return jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh),
                       state_shapes, shardings)
+
+
+def read_shapes(state_dir: str) -> dict:
+  """The saved state's tree of ShapeDtypeStructs, from the checkpoint's metadata (no data read).
+
+  Args:
+    state_dir: `<workdir>/checkpoints/<step>/state`.
+  """
+  meta = ocp.PyTreeCheckpointer().metadata(state_dir)
+  tree = getattr(meta, "item_metadata", meta)
+  tree = getattr(tree, "tree", tree)
+  if not isinstance(tree, dict) or "params" not in tree:
+    raise ValueError(f"{state_dir}: not a train-state checkpoint (no 'params' in its metadata)")
+  return jax.tree.map(lambda m: jax.ShapeDtypeStruct(tuple(m.shape), m.dtype), tree)
+
+
+def restore_params(state_dir: str, abstract_params):
+  """Restores only `params` of a saved state onto the shardings carried by `abstract_params`.
+
+  The optimizer state is not read (evaluation needs the parameters only).
+  """
+  item = {"params": abstract_params}
+  restore_args = jax.tree.map(lambda x: ocp.ArrayRestoreArgs(sharding=x.sharding), item)
+  restored = ocp.PyTreeCheckpointer().restore(state_dir, args=ocp.args.PyTreeRestore(
+      item=item, restore_args=restore_args, partial_restore=True))
+  return restored["params"]

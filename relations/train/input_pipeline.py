@@ -8,15 +8,12 @@ shards) and a run restarted at step s continues with exactly the batch an uninte
 have seen. Each example is preprocessed with an rng seeded by (seed, e, index), so augmentation is
 reproducible too.
 
-Evaluation: `eval_batches` gives process p the examples p, p + P, ...; every process runs the same
-number of batches (padding with copies of a real example and `_mask = False`), so no host waits
-forever on a collective.
+Evaluation has its own sharded loop (`relations.train.eval_loop`).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import math
 from typing import Any, Callable, Iterator, Mapping
 
 import jax
@@ -112,37 +109,3 @@ class TrainStream:
         if nxt < end_step:
           futures[nxt] = ahead.submit(self.local_batch_at, nxt)
         yield s, futures.pop(s).result()
-
-
-def eval_batches(source, preprocess: Callable[[Example], dict], global_batch: int,
-                 process_index: int | None = None, process_count: int | None = None
-                 ) -> Iterator[tuple[dict[str, np.ndarray], np.ndarray]]:
-  """Yields (local batch, source indices) with a boolean `_mask` entry in the batch.
-
-  Every process yields the same number of batches; padded rows repeat a real example, carry
-  `_mask = False` and index -1.
-  """
-  pi = jax.process_index() if process_index is None else process_index
-  pc = jax.process_count() if process_count is None else process_count
-  if global_batch % pc:
-    raise ValueError(f"Eval batch {global_batch} is not divisible by {pc} processes")
-  local = global_batch // pc
-  n = len(source)
-  mine = list(range(pi, n, pc))
-  per_process = math.ceil(n / pc)
-  num_batches = max(1, math.ceil(per_process / local))
-  for b in range(num_batches):
-    idx = mine[b * local:(b + 1) * local]
-    rows, mask, ids = [], [], []
-    for i in idx:
-      rows.append(preprocess(source[i]))
-      mask.append(True)
-      ids.append(i)
-    filler = rows[0] if rows else preprocess(source[0])
-    while len(rows) < local:
-      rows.append(filler)
-      mask.append(False)
-      ids.append(-1)
-    batch = stack(rows)
-    batch["_mask"] = np.asarray(mask)
-    yield batch, np.asarray(ids)

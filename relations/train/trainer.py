@@ -358,13 +358,28 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
 
 def restore_params(config: ml_collections.ConfigDict, workdir: str, step: int | None = None,
                    devices=None):
-  """(model, params, step, mesh) from the latest (or given) checkpoint in `workdir`."""
-  s = setup(config, devices)
+  """(model, params, step, mesh) from the latest (or given) checkpoint in `workdir`.
+
+  Reads no data: the model comes from the config, the parameter shapes from the checkpoint's
+  metadata, their shardings from the config's mesh and partition rules; only `params` is read
+  (not the optimizer state). So prediction works with only the evaluation split present.
+  """
+  mesh = sharding.make_mesh(config.mesh, devices)
+  task = import_by_name("task", config.task)
+  model = task.make_model(config)
   mngr = ckpt_lib.make_manager(workdir, keep=int(_setting(config, "keep_checkpoints")))
   step = mngr.latest_step() if step is None else step
+  directory = str(mngr.directory)
+  mngr.close()
   if step is None:
     raise FileNotFoundError(f"No checkpoint in {os.path.join(workdir, 'checkpoints')}")
-  with jax.set_mesh(s["mesh"]):
-    state, _ = ckpt_lib.restore(mngr, step, ckpt_lib.abstract_of(s["state_shapes"], s["state_sh"]))
-  mngr.close()
-  return s["model"], state["params"], step, s["mesh"]
+  state_dir = os.path.join(directory, str(int(step)), "state")
+  if not os.path.isdir(state_dir):
+    raise FileNotFoundError(f"{state_dir}: no checkpoint of step {step}")
+  shapes = {"params": ckpt_lib.read_shapes(state_dir)["params"]}
+  rules = [tuple(r) for r in config.get("partition_rules", [(".*", "fsdp")])]
+  shardings = sharding.infer_shardings(shapes, rules, mesh, int(_setting(config, "fsdp_min_size")))
+  abstract = ckpt_lib.abstract_of(shapes, shardings)["params"]
+  with jax.set_mesh(mesh):
+    params = ckpt_lib.restore_params(state_dir, abstract)
+  return model, params, int(step), mesh

@@ -30,6 +30,7 @@ from relations.video_relations import pipeline
 from relations.video_relations import prior_baseline
 from relations.video_relations import submission
 from relations.video_relations import visualize
+from relations.train import eval_loop
 
 # Where the official annotation of a split lives below manual_dir.
 _SPLIT_FOLDERS = {"vidor": {"train": "annotation/training",
@@ -122,37 +123,71 @@ class Evaluator:
     return ["groundtruth", "detected"] if t == "both" else [t]
 
   def run(self, params, step):
-    """Predicts, writes, validates and scores; returns `{metric: float}`."""
-    params = jax.device_get(params)
+    """Predicts, writes, validates and scores; returns `{metric: float}`.
+
+    Sharded (`relations.train.eval_loop`): process p runs the pipeline on
+    videos p, p + P, ... with the parameters replicated on its local devices
+    (the per-frame encoder's frame batches split over them); process 0
+    gathers the relations, writes each submission once, validates and scores
+    it; every process returns the same metrics.
+    """
+    mesh = eval_loop.local_mesh()
+    local = eval_loop.localize(params, mesh)
     builder = video_relations.make_builder(self.config)
     ds = builder.as_data_source(self.ec.split)
     n = len(ds) if not self.ec.get("max_videos") else min(
         len(ds), int(self.ec.max_videos))
-    predictor = pipeline.Predictor(self.model, params, self.config,
-                                   self.categories, self.predicates)
+    predictor = pipeline.Predictor(self.model, local, self.config,
+                                   self.categories, self.predicates,
+                                   mesh=mesh)
     modes = self.modes()
-    results = {m: {} for m in modes}
-    det_frames, mot = [], []
     n_gif = int(self.ec.get("gifs", 0))
-    for i in range(n):
+    with jax.set_mesh(mesh):  # the local mesh, not the training one
+      items = self._predict_shard(predictor, ds, n, modes, n_gif)
+
+    def finalize(gathered):
+      return self._write_and_score([it for _, it in gathered], modes, ds, n,
+                                   step)
+
+    return eval_loop.finish(items, finalize)
+
+  def _predict_shard(self, predictor, ds, n, modes, n_gif):
+    """[(video index, item)] for this process's videos (see `run`)."""
+    items = []
+    for i in eval_loop.shard_indices(n):
       ex = ds[i]
       vid = io_util.as_str(ex["video_id"])
       raw_frames = np.asarray(ex["frames"])
       frames = video_relations.frames_to_model(
           raw_frames, self.config.input.image_size)
       grid_det = predictor.detect(frames)
+      item = {"video_id": vid, "rels": {}, "det_frames": [], "mot": [],
+              "gifs": {}}
       for m in modes:
         rels, diag = predictor.predict_video(ex, frames, m, grid_det)
-        results[m][vid] = rels
+        item["rels"][m] = rels
         if m == "detected":
-          det_frames += detection_frames(ex, diag["detections"])
-          mot += mot_frames(ex, diag["raw_tracks"])
+          item["det_frames"] = detection_frames(ex, diag["detections"])
+          item["mot"] = mot_frames(ex, diag["raw_tracks"])
         if i < n_gif:
-          imgs = visualize.draw_frames(
+          item["gifs"][m] = visualize.draw_frames(
               raw_frames, ex["frame_indices"], int(ex["width"]),
               int(ex["height"]), diag["tracks"], self.categories, rels)
-          visualize.write_gif(imgs, os.path.join(
-              self.workdir, f"gif_{m}", f"{vid}.gif"))
+      items.append((i, item))
+    return items
+
+  def _write_and_score(self, items, modes, ds, n, step):
+    """Process 0: GIFs, one submission per mode, validation, scores."""
+    results = {m: {} for m in modes}
+    det_frames, mot = [], []
+    for item in items:
+      for m in modes:
+        results[m][item["video_id"]] = item["rels"][m]
+      det_frames += item["det_frames"]
+      mot += item["mot"]
+      for m, imgs in item["gifs"].items():
+        visualize.write_gif(imgs, os.path.join(
+            self.workdir, f"gif_{m}", f"{item['video_id']}.gif"))
     gt = self._groundtruth(list(results[modes[0]].keys()))
     out = {}
     protocol = self.config.video.protocol

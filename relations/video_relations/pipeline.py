@@ -146,7 +146,10 @@ def detected_tracks(example, det, tracker_cfg, smoothing=0.0):
 class Predictor:
   """Runs the model on whole videos and produces video-level relations."""
 
-  def __init__(self, model, params, config, categories, predicates):
+  def __init__(self, model, params, config, categories, predicates,
+               mesh=None):
+    """`mesh`: optional local mesh (1 axis) holding `params` replicated; the
+    encoder's frame batches are then split over its devices."""
     self.model = model
     self.params = params
     self.config = config
@@ -154,8 +157,13 @@ class Predictor:
     self.predicates = list(predicates)
     v = config.video
     self.tracker_cfg = tracking.TrackerConfig(**dict(v.tracker))
-    self._encode = jax.jit(lambda p, x: model.apply(
-        {"params": p}, x, method=model.encode_detect))
+    encode = lambda p, x: model.apply(
+        {"params": p}, x, method=model.encode_detect)
+    self._frames_sharding = None
+    if mesh is not None and int(v.frame_batch) % mesh.size == 0:
+      from jax.sharding import NamedSharding, PartitionSpec as P  # pylint: disable=g-import-not-at-top
+      self._frames_sharding = NamedSharding(mesh, P(mesh.axis_names[0]))
+    self._encode = jax.jit(encode)
     self._relate = jax.jit(lambda p, *a: jax.nn.sigmoid(model.apply(
         {"params": p}, *a, method=model.relate)))
 
@@ -172,7 +180,9 @@ class Predictor:
                                          frames.dtype)]) if pad else frames
     grids, dets = [], []
     for i in range(0, len(x), fb):
-      g, d = self._encode(self.params, jnp.asarray(x[i:i + fb]))
+      xb = (jnp.asarray(x[i:i + fb]) if self._frames_sharding is None
+            else jax.device_put(x[i:i + fb], self._frames_sharding))
+      g, d = self._encode(self.params, xb)
       grids.append(g)
       dets.append({"boxes": np.asarray(d["boxes"]),
                    "probs": np.asarray(jax.nn.softmax(d["logits"], -1)),

@@ -41,6 +41,38 @@ def test_sample_frequencies_follow_the_renormalised_nucleus():
   assert (toks == 3).all()
 
 
+def test_unsorted_nucleus_keeps_exactly_the_sorted_nucleus():
+  rng = np.random.default_rng(0)
+  # Peaked and flat rows (a trained and a random-init LM), several masses.
+  logits = np.concatenate([rng.normal(0, 4, (20, 3000)),
+                           rng.normal(0, 0.5, (20, 3000))]).astype(np.float32)
+  order = np.argsort(-logits, axis=-1, kind="stable")
+  for p in (0.1, 0.5, 0.9, 0.99):
+    got = np.asarray(sampling.nucleus_keep_unsorted(jnp.asarray(logits), p))
+    srt = np.take_along_axis(logits, order, -1)
+    keep_sorted = np.asarray(sampling.nucleus_keep(jnp.asarray(srt), p))
+    want = np.zeros_like(got)
+    np.put_along_axis(want, order, keep_sorted, -1)
+    np.testing.assert_array_equal(got, want)
+    assert got.sum(-1).min() >= 1
+  # The worked example of the nucleus test above, unsorted.
+  probs = np.array([[0.3, 0.05, 0.15, 0.5]])
+  keep = sampling.nucleus_keep_unsorted(jnp.log(jnp.asarray(probs)), 0.9)
+  np.testing.assert_array_equal(keep, [[True, False, True, True]])
+
+
+def test_both_nucleus_implementations_draw_from_the_same_distribution():
+  probs = np.array([0.3, 0.05, 0.15, 0.5])
+  logits = jnp.tile(jnp.log(jnp.asarray(probs))[None], (40000, 1))
+  want = np.array([0.3, 0.0, 0.15, 0.5]) / 0.95
+  for nucleus in ("threshold", "sorted"):
+    toks = np.asarray(sampling.sample(jax.random.PRNGKey(5), logits, top_p=0.9,
+                                      nucleus=nucleus))
+    freq = np.bincount(toks, minlength=4) / len(toks)
+    assert freq[1] == 0
+    np.testing.assert_allclose(freq, want, atol=0.01)
+
+
 def test_temperature_sharpens():
   probs = np.array([0.6, 0.4])
   logits = jnp.tile(jnp.log(jnp.asarray(probs))[None], (40000, 1))
@@ -83,8 +115,12 @@ def test_rows_stop_at_stop_id_and_pad_afterwards():
   prompts = jnp.asarray(np.random.default_rng(1).integers(0, 50, (2, 5)))
   cfg = decode.SampleConfig(num_samples=4, max_new_tokens=12, top_p=0.9,
                             stop_id=7, pad_id=49)
-  # Make token 7 likely so rows stop early.
-  params["wte"]["embedding"] = params["wte"]["embedding"].at[7].multiply(8.0)
+  # Make token 7 likely (p ~ 0.3 per step) so rows stop early: its (tied)
+  # embedding points along the mean final hidden state of the prompts.
+  _, hid = lm.apply({"params": params}, prompts, return_logits=False)
+  h = hid["hidden"].reshape(-1, hid["hidden"].shape[-1]).mean(0)
+  params["wte"]["embedding"] = params["wte"]["embedding"].at[7].set(
+      3.0 * h / jnp.sum(h * h))
   out = np.asarray(decode.make_sample_fn(decode.LMDecoder(lm), cfg)(
       params, {"tokens": prompts}, jax.random.PRNGKey(0)))
   stopped = 0
@@ -93,7 +129,7 @@ def test_rows_stop_at_stop_id_and_pad_afterwards():
       stopped += 1
       i = row.index(7)
       assert all(x == 49 for x in row[i + 1:])
-  assert stopped >= 1
+  assert stopped >= 4
   cut = decode.cut_at_stop(out.reshape(8, 12), 7)
   assert all(7 not in r for r in cut)
 

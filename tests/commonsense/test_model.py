@@ -217,3 +217,47 @@ def test_model_factory_uses_gpt2_sizes():
   m = vl_generator.Model(lm_variant="small", lm=dict(vocab_size=100))
   assert m.lm["width"] == 768 and m.lm["num_layers"] == 12
   assert gpt2.SIZES["small"] == (12, 768, 12)
+
+
+@pytest.mark.parametrize("masked", [True, False])
+def test_acc50_shared_prompt_scores_equal_per_candidate_forward(masked):
+  # G = 2 queries x C = 5 candidates: each candidate is its query's prompt
+  # (positions < 10) followed by its own relation token, inference and
+  # padding. The shared-prompt path runs the prompt once per query; the
+  # reference runs every full candidate sequence through the teacher-forced
+  # forward pass (the loss's) and `sequence_scores`.
+  g, c, rel = 2, 5, 10
+  base = _batch(g)
+  model = _model(attention_mask=masked)
+  params = _init(model, base)
+  rng = np.random.default_rng(7)
+  cont = rng.integers(10, V, (g, c, L - rel)).astype(np.int32)
+  for gi in range(g):
+    for ci in range(c):
+      n = 2 + (gi * c + ci) % 4             # inference lengths 2..5
+      cont[gi, ci, 1 + n:] = EOS            # padding after the inference
+  labels = np.full((g, c, L - rel), -1, np.int32)
+  for gi in range(g):
+    for ci in range(c):
+      keep = cont[gi, ci] != EOS
+      keep[0] = False                       # the relation token: no label
+      labels[gi, ci][keep] = cont[gi, ci][keep]
+  batch = dict(base, cand_ids=jnp.asarray(cont),
+               cand_labels=jnp.asarray(labels),
+               cand_mask=jnp.asarray(cont != EOS))
+  nll, n = jax.jit(lambda p, b: model.apply(
+      {"params": p}, b, rel, c,
+      method=vl_generator.VLGenerator.continuation_scores))(params, batch)
+  forward = _fn(model)
+  ids = np.repeat(np.asarray(base["input_ids"]), c, 0)
+  ids[:, rel:] = cont.reshape(g * c, -1)
+  full = jax.tree.map(lambda x: jnp.repeat(x, c, 0), base)
+  full.update(input_ids=jnp.asarray(ids), token_mask=jnp.asarray(ids != EOS))
+  lab = np.full((g * c, L), -1, np.int32)
+  lab[:, rel:] = labels.reshape(g * c, -1)
+  logits, _ = forward(params, full)
+  want_nll, want_n = vl_generator.sequence_scores(logits, jnp.asarray(lab))
+  np.testing.assert_array_equal(np.asarray(n).reshape(-1), want_n)
+  np.testing.assert_allclose(np.asarray(nll).reshape(-1), want_nll,
+                             rtol=1e-5, atol=1e-5)
+  assert len(set(np.round(np.asarray(want_nll), 4))) > 5  # not degenerate

@@ -1,9 +1,10 @@
 """Jitted, batched beam search with a KV cache (Hugging Face semantics).
 
 `make_beam_fn(decoder, cfg)` returns one jitted function that prefills each
-prompt once, copies its cache to the prompt's `num_beams` rows, and then, in a
-`lax.while_loop`, extends every beam by one token per step, reordering the KV
-cache rows by the index of the beam each survivor came from. The decoder is the
+prompt once (its `num_beams` rows attend to that one copy of the prompt's
+keys and values), and then, in a `lax.while_loop`, extends every beam by one
+token per step, reordering the rows of the generated tokens' KV cache by the
+index of the beam each survivor came from. The decoder is the
 same object the sampler uses (`decode.LMDecoder`, `vl_generator.VLDecoder`).
 
 The algorithm is the one of `transformers` `generate(num_beams=K,
@@ -88,10 +89,6 @@ class BeamConfig:
                        f"{self.early_stopping!r}")
 
 
-def _prompt_len(inputs) -> int:
-  return max(x.shape[1] for x in jax.tree.leaves(inputs) if x.ndim >= 2)
-
-
 def _take(x, idx):
   """x [B, N, ...] gathered along axis 1 by idx [B, M] -> [B, M, ...]."""
   idx = idx.reshape(idx.shape + (1,) * (x.ndim - 2))
@@ -106,27 +103,27 @@ def make_beam_fn(decoder, cfg: BeamConfig,
     decoder: `prefill` / `step` object (see `generation.decode`).
     cfg: beam settings; R = cfg.num_return or cfg.num_beams,
       T = cfg.max_new_tokens.
-    prompt_len: P, if the longest 2-D input is not the prompt length.
+    prompt_len: unused (the decoder knows its prompt); kept for callers.
 
   Returns:
     A function giving, per prompt, the R best finished hypotheses (best
     first; ids after the prompt, `pad_id` after `stop_id`) and their
     length-penalised scores, float32 [B, R].
   """
+  del prompt_len
   k, t = cfg.num_beams, cfg.max_new_tokens
   r = cfg.num_return or k
   lp = float(cfg.length_penalty)
   es = cfg.early_stopping
 
   def fn(params, inputs):
-    p = prompt_len or _prompt_len(inputs)
-    logits, cache, key_mask = decoder.prefill(params, inputs, p + t)
+    logits, prefix, prefix_mask = decoder.prefill(params, inputs)
     b, v = logits.shape
-    # Beams of one prompt share its prefill; the key mask is the prompt's for
-    # every beam and never needs reordering (beams stay within their prompt).
-    rep = lambda x: jnp.repeat(x, k, axis=0)
-    logits, cache = rep(logits), jax.tree.map(rep, cache)
-    key_mask = None if key_mask is None else rep(key_mask)
+    # The beams of a prompt attend to its one prefilled copy of the prompt's
+    # keys/values (never copied or reordered: beams stay within their
+    # prompt); only their own caches of generated tokens are reordered.
+    logits = jnp.repeat(logits, k, axis=0)
+    cache = decoder.new_cache(b * k, t)
     pos = jnp.arange(t)
     top_k_mask = jnp.arange(2 * k) < k
     base = (jnp.arange(b) * k)[:, None]
@@ -179,7 +176,7 @@ def make_beam_fn(decoder, cfg: BeamConfig,
       rows = (base + run_src).reshape(-1)
       cache = jax.tree.map(lambda x: x[rows], s["cache"])
       logits, cache = decoder.step(params, run_tok.reshape(-1, 1), cache,
-                                   p + i, key_mask)
+                                   i, prefix, prefix_mask)
 
       # Can the best running beam still beat the worst finished one?
       n = jnp.float32(t if (es == "never" and lp > 0) else i + 1)

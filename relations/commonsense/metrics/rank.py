@@ -202,19 +202,36 @@ def rank_accuracy(annotations: Sequence[dict], queries: Sequence[dict],
       raise ValueError("score_fn must return two arrays of shape [B]")
     nll[start:start + len(s)] = s
     ntok[start:start + len(t)] = t
-  if np.any(ntok <= 0):
-    raise ValueError("score_fn returned a candidate with no labelled tokens")
-  loss_official = nll / (ntok + 1)
-  loss_plain = nll / ntok
+  sizes = np.cumsum([len(q["candidates"]) for q in queries])[:-1]
+  return accuracy_from_scores(queries, np.split(nll, sizes),
+                              np.split(ntok, sizes))
+
+
+def accuracy_from_scores(queries: Sequence[dict], nll: Sequence[np.ndarray],
+                         ntok: Sequence[np.ndarray]) -> dict:
+  """Acc@50 from per-query candidate scores.
+
+  Args:
+    queries: as for `rank_accuracy` (only `candidates` and `num_gt` used).
+    nll: per query, float [C] summed token NLL of its candidates (in order).
+    ntok: per query, int [C] labelled tokens of its candidates.
+
+  Returns:
+    See `rank_accuracy`.
+  """
+  if len(nll) != len(queries) or len(ntok) != len(queries):
+    raise ValueError(f"{len(queries)} queries but scores for {len(nll)}")
   recalls_official, recalls_plain = [], []
-  pos = 0
-  for query in queries:
-    c = len(query["candidates"])
-    recalls_official.append(recall_at_num_gt(loss_official[pos:pos + c],
-                                             query["num_gt"]))
-    recalls_plain.append(recall_at_num_gt(loss_plain[pos:pos + c],
-                                          query["num_gt"]))
-    pos += c
+  for q, query in enumerate(queries):
+    s = np.asarray(nll[q], np.float64)
+    t = np.asarray(ntok[q], np.int64)
+    if s.shape != (len(query["candidates"]),) or t.shape != s.shape:
+      raise ValueError(f"query {q}: {len(query['candidates'])} candidates but "
+                       f"scores of shape {s.shape} / {t.shape}")
+    if np.any(t <= 0):
+      raise ValueError(f"query {q}: a candidate has no labelled tokens")
+    recalls_official.append(recall_at_num_gt(s / (t + 1), query["num_gt"]))
+    recalls_plain.append(recall_at_num_gt(s / t, query["num_gt"]))
   return {"Acc@50": float(np.mean(recalls_official)),
           "Acc@50_plain_n": float(np.mean(recalls_plain)),
           "num_queries": len(queries)}
