@@ -18,23 +18,28 @@ import subprocess
 import sys
 
 import apache_beam as beam
-from apache_beam.options import pipeline_options
-from array_record.python import array_record_module
 import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
+from apache_beam.options import pipeline_options
+from array_record.python import array_record_module
 from tensorflow_datasets.core import example_serializer
 
 import relations.datasets
 from relations import tfds_util
 from relations.commonsense.data import synthetic as commonsense_synthetic
-from relations.commonsense.data.visualcomet import visualcomet_dataset_builder as visualcomet
+from relations.commonsense.data.visualcomet import (
+  visualcomet_dataset_builder as visualcomet,
+)
 from relations.datasets import prepare
 from relations.occlusion.data import synthetic as occlusion_synthetic
-from relations.occlusion.data.occlusion_boundaries import make_dummy_data as occlusion_dummy
 from relations.occlusion.data.occlusion_boundaries import (
-    occlusion_boundaries_dataset_builder as occlusion)
+  make_dummy_data as occlusion_dummy,
+)
+from relations.occlusion.data.occlusion_boundaries import (
+  occlusion_boundaries_dataset_builder as occlusion,
+)
 from relations.video_relations.data import synthetic as vidor_synthetic
 from relations.video_relations.data.vidor import vidor_dataset_builder as vidor
 from relations.video_relations.data.vidvrd import vidvrd_dataset_builder as vidvrd
@@ -223,8 +228,8 @@ def test_tfds_build_cli_with_beam_options(tmp_path):
   """The standard CLI, as in the README: registry import, manual_dir, config, Beam options."""
   env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
   data_dir = tmp_path / "tfds"
-  cmd = [sys.executable, "-c", "from tensorflow_datasets.scripts.cli.main import launch_cli; "
-         "launch_cli()", "build", "--imports", "relations.datasets", "vidvrd",
+  tfds_cli = os.path.join(os.path.dirname(sys.executable), "tfds")  # The console script.
+  cmd = [tfds_cli, "build", "--imports", "relations.datasets", "vidvrd",
          "--config", "fps6_short96", "--manual_dir", VIDVRD_DUMMY, "--data_dir", str(data_dir),
          "--file_format", "array_record", "--beam_pipeline_options=runner=DirectRunner"]
   r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)

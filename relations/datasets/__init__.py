@@ -12,7 +12,9 @@ and `python -m relations.datasets.prepare --list` prints the names and builder c
 
 # pylint: disable=g-bad-import-order
 from relations.commonsense.data.visualcomet import visualcomet_dataset_builder
-from relations.occlusion.data.occlusion_boundaries import occlusion_boundaries_dataset_builder
+from relations.occlusion.data.occlusion_boundaries import (
+    occlusion_boundaries_dataset_builder,
+)
 from relations.video_relations.data.vidor import vidor_dataset_builder
 from relations.video_relations.data.vidvrd import vidvrd_dataset_builder
 
