@@ -29,7 +29,7 @@ def ensure_built(builder_cls, data_dir: str, manual_dir: str | None, config=None
   """
   import jax  # pylint: disable=g-import-not-at-top
 
-  builder = builder_cls(config=config, data_dir=data_dir, file_format=file_format)
+  builder = _open(builder_cls, config, data_dir, file_format)
   if builder.is_prepared():
     return builder
   if manual_dir is None:
@@ -43,8 +43,22 @@ def ensure_built(builder_cls, data_dir: str, manual_dir: str | None, config=None
   if jax.process_count() > 1:
     from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
     multihost_utils.sync_global_devices(f"tfds_build_{builder.name}")
-    builder = builder_cls(config=config, data_dir=data_dir, file_format=file_format)
+    builder = _open(builder_cls, config, data_dir, file_format)
   return builder
+
+
+def _open(builder_cls, config, data_dir, file_format):
+  try:
+    return builder_cls(config=config, data_dir=data_dir, file_format=file_format)
+  except ValueError as e:
+    # A dataset prepared elsewhere, e.g. by `tfds build` without `--file_format array_record`.
+    if "File format is already set" not in str(e):
+      raise
+    raise ValueError(
+        f"{builder_cls.name} (config {config}) in {data_dir} was prepared as another file "
+        f"format ({e}); the trainer reads {file_format}. Rebuild with `tfds build ... "
+        f"--file_format {file_format}` or convert it with `tfds convert_format --dataset_dir "
+        f"DIR --out_file_format {file_format}`.") from e
 
 
 class BeamOrGenerator:

@@ -263,3 +263,11 @@ def test_prepared_elsewhere_is_only_read(tmp_path):
   assert ex["video_id"] == b"ILSVRC2015_test_00000000"
   assert np.asarray(ex["tracks"]["boxes"]).ndim == 3
   assert snapshot() == before
+
+
+def test_prepared_in_another_file_format_says_how_to_fix(tmp_path):
+  b = vidvrd.Builder(data_dir=str(tmp_path), config="fps6_short96", file_format="tfrecord")
+  b.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=VIDVRD_DUMMY))
+  with pytest.raises(ValueError, match=r"vidvrd \(config fps6_short96\) in .* was prepared as "
+                     r"another file format .*--file_format array_record.*tfds convert_format"):
+    tfds_util.ensure_built(vidvrd.Builder, str(tmp_path), None, config="fps6_short96")
