@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -52,6 +53,12 @@ REAL = {
     "visualcomet": ("training", "examples", {
         "VisualCOMET training expansion (~1.4M inferences, 59,356 images)": 1_400_000}),
 }
+
+
+def _cpu_seconds() -> float:
+  """User + system CPU seconds of this process and its finished children (the Beam workers)."""
+  me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+  return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _uptime() -> str:
@@ -142,10 +149,11 @@ def build_once(name: str, manual: str, data_dir: str, beam_options: str | None) 
     from apache_beam.options import pipeline_options  # pylint: disable=g-import-not-at-top
     dc.beam_options = pipeline_options.PipelineOptions(
         flags=[f"--{o}" for o in beam_options.split(",")])
+  cpu0 = _cpu_seconds()
   t0 = time.perf_counter()
   builder.download_and_prepare(download_config=dc)
   seconds = time.perf_counter() - t0
-  return {"seconds": seconds,
+  return {"seconds": seconds, "cpu_seconds": _cpu_seconds() - cpu0,
           "splits": {k: v.num_examples for k, v in builder.info.splits.items()},
           "bytes": sum(v.num_bytes for v in builder.info.splits.values())}
 
@@ -206,8 +214,8 @@ def main(argv=None) -> int:
       results[mode] = json.loads(line[0][7:])
       n = sum(results[mode]["splits"].values())
       print(f"{name:22s} {mode:6s} {n:7d} {REAL[name][1]} {results[mode]['seconds']:8.1f}s "
-            f"{n / results[mode]['seconds']:8.2f}/s  ({_uptime().split('load average: ')[-1]})",
-            flush=True)
+            f"{n / results[mode]['seconds']:8.2f}/s  cpu {results[mode]['cpu_seconds']:7.1f}s "
+            f"({_uptime().split('load average: ')[-1]})", flush=True)
       shutil.rmtree(data_dir, ignore_errors=True)
     splits = {m: r["splits"] for m, r in results.items()}
     if len({json.dumps(s, sort_keys=True) for s in splits.values()}) != 1:
@@ -216,28 +224,38 @@ def main(argv=None) -> int:
 
   print("load after:", _uptime())
   print()
-  print(f"| dataset | items | {' | '.join(f'{m} s (items/s)' for m in modes)} | beam2/plain |")
-  print("|---|---|" + "---|" * len(modes) + "---|")
+  print("Wall seconds (items/s) and CPU seconds (this process + Beam workers) per mode; the CPU "
+        "figure does not depend on the machine's load.")
+  print(f"| dataset | items | {' | '.join(f'{m} wall s (items/s) | {m} cpu s' for m in modes)} "
+        "| beam2/plain wall | beam2/plain, 2 idle cores (from cpu) |")
+  print("|---|---|" + "---|---|" * len(modes) + "---|---|")
   speedups = {}
   for name, results in rows:
     n = sum(next(iter(results.values()))["splits"].values())
-    cells = " | ".join(f"{results[m]['seconds']:.1f} ({n / results[m]['seconds']:.2f})"
-                       for m in modes)
-    sp = (results["plain"]["seconds"] / results["beam2"]["seconds"]
-          if "plain" in results and "beam2" in results else float("nan"))
+    cells = " | ".join(f"{results[m]['seconds']:.1f} ({n / results[m]['seconds']:.2f}) | "
+                       f"{results[m]['cpu_seconds']:.1f}" for m in modes)
+    sp = est = float("nan")
+    if "plain" in results and "beam2" in results:
+      sp = results["plain"]["seconds"] / results["beam2"]["seconds"]
+      # Idle 2-core machine: plain runs on one core, beam2 spreads its CPU over two.
+      est = results["plain"]["cpu_seconds"] / (results["beam2"]["cpu_seconds"] / 2)
     speedups[name] = sp
-    print(f"| {name} | {n} {REAL[name][1]} | {cells} | {sp:.2f}x |")
+    print(f"| {name} | {n} {REAL[name][1]} | {cells} | {sp:.2f}x | {est:.2f}x |")
   print()
-  print("Extrapolation (rates above; 1 core = plain, a 2-core machine = beam2; "
-        "N cores on one machine or a cluster scale the beam rate by ~N/2):")
+  print("Extrapolation to the real datasets: core-hours = items x plain cpu s per item "
+        "(Beam adds its beam2/plain cpu ratio); hours on one idle 2-core machine with beam2; "
+        "N cores (one machine or a cluster) divide the core-hours by N:")
   for name, results in rows:
     n = sum(next(iter(results.values()))["splits"].values())
     for label, real in REAL[name][2].items():
       parts = []
-      for m in ("plain", "beam2"):
-        if m in results:
-          hours = real / (n / results[m]["seconds"]) / 3600
-          parts.append(f"{m} {hours:.2f} h")
+      if "plain" in results:
+        per = results["plain"]["cpu_seconds"] / n
+        parts.append(f"{per:.3f} cpu s/{REAL[name][1][:-1]}, plain {real * per / 3600:.2f} core-h")
+      if "beam2" in results:
+        per2 = results["beam2"]["cpu_seconds"] / n
+        parts.append(f"beam {real * per2 / 3600:.2f} core-h = {real * per2 / 2 / 3600:.2f} h "
+                     "on 2 cores")
       print(f"  {label}: " + ", ".join(parts))
   print("prepare: beam2/plain " + " ".join(f"{k}={v:.2f}x" for k, v in speedups.items()))
   return 0
