@@ -7,9 +7,9 @@ Builds real-size synthetic releases with the project's builders, three ways, eac
 process that times only `download_and_prepare` (Beam worker start-up included):
 
   plain   the in-process generator path (default install, `ensure_built`)
-  beam1   Beam DirectRunner, multi_processing, direct_num_workers=1
-  beam2   Beam DirectRunner, multi_processing, direct_num_workers=2 (what `tfds build
-          --beam_pipeline_options=runner=DirectRunner,direct_running_mode=multi_processing,
+  beam1   Beam FnApiRunner (the DirectRunner's engine), multi_processing, direct_num_workers=1
+  beam2   Beam FnApiRunner, multi_processing, direct_num_workers=2 (what `tfds build
+          --beam_pipeline_options=runner=FnApiRunner,direct_running_mode=multi_processing,
           direct_num_workers=2` runs)
 
 Data (made once under --workdir, then reused): VidOR-like 640x360 MPEG-4 videos of 600-660
@@ -39,8 +39,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 MODES = {
     "plain": None,
-    "beam1": "runner=DirectRunner,direct_running_mode=multi_processing,direct_num_workers=1",
-    "beam2": "runner=DirectRunner,direct_running_mode=multi_processing,direct_num_workers=2",
+    "beam1": "runner=FnApiRunner,direct_running_mode=multi_processing,direct_num_workers=1",
+    "beam2": "runner=FnApiRunner,direct_running_mode=multi_processing,direct_num_workers=2",
 }
 
 # name -> (builder config, item unit, {real split: items}) for the extrapolation.

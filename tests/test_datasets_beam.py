@@ -6,7 +6,8 @@ the dataset has no generator):
     the Beam PTransform yields on the DirectRunner (same keys, same bytes of every feature);
   - prepared files: `download_and_prepare` with Beam options writes the same split sizes and the
     same records, in the same order, as without (what `tfds build --beam_pipeline_options=...`
-    does), and one build runs on two DirectRunner worker processes;
+    does), and one build runs on two worker processes of the FnApiRunner (the engine of the
+    DirectRunner, named directly as in the README's one-machine command);
 plus the registry (`tfds build --imports relations.datasets`), `relations.datasets.prepare`, and
 reading a prepared dataset from a data_dir that must not be written to.
 """
@@ -46,7 +47,7 @@ from relations.video_relations.data.vidvrd import vidvrd_dataset_builder as vidv
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VIDVRD_DUMMY = os.path.join(os.path.dirname(vidvrd.__file__), "dummy_data")
-TWO_WORKERS = ["--runner=DirectRunner", "--direct_running_mode=multi_processing",
+TWO_WORKERS = ["--runner=FnApiRunner", "--direct_running_mode=multi_processing",
                "--direct_num_workers=2"]
 
 
@@ -181,7 +182,7 @@ def test_occlusion_realoob_synthetic_same_on_two_beam_workers(tmp_path):
   manual = tmp_path / "realoob_syn"
   occlusion_synthetic.write_dataset(str(manual), num_train=4, num_test=2,
                                     num_hard_negatives=2, seed=1, size=(40, 56))
-  # The prepared build runs on two DirectRunner worker processes (what the README's one-machine
+  # The prepared build runs on two FnApiRunner worker processes (what the README's one-machine
   # command uses): the per-item function and the builder's inputs travel to other processes.
   plain = _check(occlusion.Builder, manual, tmp_path, "realoob", prepare_flags=TWO_WORKERS)
   assert {s: len(v) for s, v in plain.items()} == {"train": 6, "test": 2}
