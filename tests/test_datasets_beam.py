@@ -165,6 +165,7 @@ def _check(cls, manual, tmp_path, config, prepare_flags=("--runner=DirectRunner"
 # ------------------------------------------------------------------------------- per dataset
 
 
+@pytest.mark.slow
 def test_vidor_synthetic_same_on_beam(tmp_path):
   manual = tmp_path / "vidor_syn"
   vidor_synthetic.generate(str(manual), num_train=3, num_val=2, seed=3, width=96, height=64,
@@ -173,11 +174,13 @@ def test_vidor_synthetic_same_on_beam(tmp_path):
   assert {s: len(v) for s, v in plain.items()} == {"train": 3, "validation": 2}
 
 
+@pytest.mark.slow
 def test_vidvrd_dummy_release_same_on_beam(tmp_path):
   plain = _check(vidvrd.Builder, VIDVRD_DUMMY, tmp_path, "fps6_short96")
   assert {s: len(v) for s, v in plain.items()} == {"train": 2, "test": 1}
 
 
+@pytest.mark.slow
 def test_occlusion_realoob_synthetic_same_on_two_beam_workers(tmp_path):
   manual = tmp_path / "realoob_syn"
   occlusion_synthetic.write_dataset(str(manual), num_train=4, num_test=2,
@@ -190,12 +193,14 @@ def test_occlusion_realoob_synthetic_same_on_two_beam_workers(tmp_path):
       "hardneg_00000", "hardneg_00001"] + [f"train_{i:05d}" for i in range(4)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["piod", "bsds_ownership"])
 def test_occlusion_dummy_releases_same_on_beam(tmp_path, config):
   plain = _check(occlusion.Builder, os.path.join(occlusion_dummy.HERE, config), tmp_path, config)
   assert all(len(v) > 0 for v in plain.values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["training_features", "generation"])
 def test_visualcomet_synthetic_same_on_beam(tmp_path, config):
   manual = tmp_path / "vc_syn"
@@ -225,6 +230,7 @@ def test_prepare_list(capsys):
   assert len(lines) == 4
 
 
+@pytest.mark.slow
 def test_tfds_build_cli_with_beam_options(tmp_path):
   """The standard CLI, as in the README: registry import, manual_dir, config, Beam options."""
   env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
