@@ -1,17 +1,25 @@
-"""Build a dataset from its official release files: TFDS `download_and_prepare` with a manual dir.
+"""List the project's datasets, or build one without the `tfds build` CLI.
 
-  python -m relations.datasets.prepare vidor/fps2_short224 --manual_dir ~/vidor --data_dir ~/tfds
-  python -m relations.datasets.prepare occlusion_boundaries/realoob --manual_dir ~/RealOOB \
-      --data_dir gs://bucket/tensorflow_datasets
+The standard way to build is TFDS's own CLI (it needs the `beam` extra, `pip install -e .[beam]`),
+on one machine or on a Beam cluster; see the README, "Preparing the real datasets":
 
-The `tfds build` CLI needs apache-beam, which this project does not install; this does the same
-for our builders, offline. `--list` prints the datasets and their builder configs.
+  tfds build --imports relations.datasets vidor --config fps2_short224 --manual_dir ~/vidor \
+      --data_dir ~/tensorflow_datasets --file_format array_record \
+      --beam_pipeline_options=runner=DirectRunner,direct_running_mode=multi_processing,direct_num_workers=8
+
+This module adds what that CLI does not:
+
+  python -m relations.datasets.prepare --list        # names, builder configs
+  python -m relations.datasets.prepare vidor/fps2_short224 --manual_dir ~/vidor \
+      --data_dir ~/tensorflow_datasets                # one process, default install (no Beam)
+
+`--beam_pipeline_options` (same syntax as `tfds build`) runs the same build on Beam when the
+`beam` extra is installed. The default file format is array_record, what the trainer reads.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
 from relations.datasets import BUILDERS
@@ -22,8 +30,7 @@ DATASETS = tuple(BUILDERS)
 def builder_class(name: str):
   if name not in DATASETS:
     raise ValueError(f"unknown dataset {name!r}; choose one of {DATASETS}")
-  module = importlib.import_module(BUILDERS[name])
-  return module.Builder
+  return BUILDERS[name]
 
 
 def main(argv=None) -> int:
@@ -33,6 +40,8 @@ def main(argv=None) -> int:
   p.add_argument("--data_dir", help="TFDS data directory to write to")
   p.add_argument("--file_format", default="array_record", choices=["array_record", "tfrecord",
                                                                    "parquet"])
+  p.add_argument("--beam_pipeline_options",
+                 help="comma-separated Beam pipeline flags, as for `tfds build`; builds on Beam")
   p.add_argument("--list", action="store_true", help="list datasets and builder configs")
   args = p.parse_args(argv)
   if args.list or not args.dataset:
@@ -47,8 +56,12 @@ def main(argv=None) -> int:
   name, _, config = args.dataset.partition("/")
   builder = builder_class(name)(config=config or None, data_dir=args.data_dir,
                                 file_format=args.file_format)
-  builder.download_and_prepare(
-      download_config=tfds.download.DownloadConfig(manual_dir=args.manual_dir))
+  download_config = tfds.download.DownloadConfig(manual_dir=args.manual_dir)
+  if args.beam_pipeline_options:
+    beam = tfds.core.lazy_imports.apache_beam
+    download_config.beam_options = beam.options.pipeline_options.PipelineOptions(
+        flags=[f"--{opt}" for opt in args.beam_pipeline_options.split(",")])
+  builder.download_and_prepare(download_config=download_config)
   print(f"prepared {builder.info.full_name} in {args.data_dir}: "
         + ", ".join(f"{k}={v.num_examples}" for k, v in builder.info.splits.items()))
   return 0

@@ -17,7 +17,7 @@ from relations.video_relations.data.vidor import vidor_dataset_builder as vidor
 from relations.video_relations.data.vidvrd import vidvrd_dataset_builder as vidvrd
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 VIDOR_DUMMY = os.path.join(ROOT, "relations/video_relations/data/vidor/dummy_data")
 VIDVRD_DUMMY = os.path.join(ROOT, "relations/video_relations/data/vidvrd/dummy_data")
 # Training video 0 declares 3 more frames than its MP4 holds; training video

@@ -230,13 +230,19 @@ def expand(records: list[dict[str, Any]], expansion: str
     raise ValueError(f'unknown expansion {expansion!r}')
   k = 0
   for idx, rec in enumerate(records):
-    if expansion == 'generation':
-      items = person_tags.encode_generation_record(rec, idx)
-    else:
-      items = person_tags.encode_finetune_record(rec, idx)
-    for item in items:
+    for item in expand_record(rec, idx, expansion):
       yield k, item
       k += 1
+
+
+def expand_record(record: dict[str, Any], event_idx: int, expansion: str
+                  ) -> list[dict[str, Any]]:
+  """The items `expand` yields for one record (`event_idx`: its position in the split)."""
+  if expansion not in ('training', 'generation', 'ranking'):
+    raise ValueError(f'unknown expansion {expansion!r}')
+  if expansion == 'generation':
+    return person_tags.encode_generation_record(record, event_idx)
+  return person_tags.encode_finetune_record(record, event_idx)
 
 
 def rank_key(item: dict[str, Any]) -> str:

@@ -49,10 +49,13 @@ Each example's image is stored once per example (simple random access; for
 the full real training split this duplicates images ~20x).
 """
 
+import functools
+
 from etils import epath
 import numpy as np
 import tensorflow_datasets as tfds
 
+from relations import tfds_util
 from relations.commonsense.data.visualcomet import records as records_lib
 from relations.commonsense.text import person_tags
 from relations.commonsense.text import sequence
@@ -85,7 +88,7 @@ def _configs():
   return out
 
 
-class Builder(tfds.core.GeneratorBasedBuilder):
+class Builder(tfds_util.BeamOrGenerator, tfds.core.GeneratorBasedBuilder):
   """VisualCOMET (Park et al., ECCV 2020) with VCR images and boxes."""
 
   VERSION = tfds.core.Version('1.0.0')
@@ -137,18 +140,48 @@ class Builder(tfds.core.GeneratorBasedBuilder):
             for split in _SPLITS[self.builder_config.expansion]}
 
   def _generate_examples(self, root: epath.Path, split: str):
+    """(expansion index, example): a generator, or a Beam PTransform under Beam.
+
+    One work item per run of adjacent records of one image (its metadata is read once):
+    `(first expansion index, first record, end record)`. Items are small so a Beam pipeline
+    stays small; each Beam worker reads the annotation file itself (once).
+    """
     cfg = self.builder_config
     path = str(root / f'{split}_annots.json')
     recs = records_lib.load_annotations(path)
-    images = root / records_lib.IMAGES_DIR
-    meta_cache = {}
-    for k, item in records_lib.expand(recs, cfg.expansion):
+    groups = []
+    k = 0
+    for idx, rec in enumerate(recs):
+      if groups and recs[groups[-1][1]]['metadata_fn'] == rec['metadata_fn']:
+        groups[-1][2] = idx + 1
+      else:
+        groups.append([k, idx, idx + 1])
+      k += len(records_lib.expand_record(rec, idx, cfg.expansion))
+    return self.key_examples(
+        [tuple(g) for g in groups],
+        functools.partial(_image_examples, root=str(root), path=path, split=split,
+                          expansion=cfg.expansion, with_features=cfg.with_features,
+                          records=None if self.building_with_beam else recs))
+
+
+@functools.lru_cache(maxsize=1)
+def _cached_annotations(path: str):
+  return records_lib.load_annotations(path)
+
+
+def _image_examples(group, root, path, split, expansion, with_features, records=None):
+  """Yields (k, example) of the records `group = (k0, start, end)` (one image)."""
+  k, start, end = group
+  if records is None:  # On a Beam worker.
+    records = _cached_annotations(path)
+  root = epath.Path(root)
+  images = root / records_lib.IMAGES_DIR
+  meta = None
+  for idx in range(start, end):
+    for item in records_lib.expand_record(records[idx], idx, expansion):
       where = f'{path}: record {item["event_idx"]}'
-      meta_fn = str(images / item['metadata_fn'])
-      if meta_fn not in meta_cache:
-        meta_cache.clear()  # records of one image are adjacent; keep one.
-        meta_cache[meta_fn] = records_lib.load_metadata(meta_fn)
-      meta = meta_cache[meta_fn]
+      if meta is None:
+        meta = records_lib.load_metadata(str(images / item['metadata_fn']))
       img_path = images / item['img_fn']
       if not img_path.exists():
         raise FileNotFoundError(f"{where}: field 'img_fn': image not found: "
@@ -158,7 +191,7 @@ class Builder(tfds.core.GeneratorBasedBuilder):
                                   person_tags.tag_numbers(item['person2name']))
       refs = item.get('inference_text', [])
       refs_name = item.get('inference_text_name', [])
-      single = cfg.expansion != 'generation'
+      single = expansion != 'generation'
       ex = dict(
           expansion_index=k, event_idx=item['event_idx'],
           img_fn=item['img_fn'], movie=item.get('movie', ''),
@@ -174,7 +207,7 @@ class Builder(tfds.core.GeneratorBasedBuilder):
           names=meta['names'], boxes=meta['boxes'].reshape(-1, 4),
           box_scores=meta['scores'], dets=dets.astype(np.int32),
       )
-      if cfg.with_features:
+      if with_features:
         fpath = (root / records_lib.FEATURES_DIR
                  / (records_lib.image_id(item['img_fn']) + '.pkl'))
         f = records_lib.load_features(str(fpath), len(meta['names']))
@@ -182,3 +215,4 @@ class Builder(tfds.core.GeneratorBasedBuilder):
         ex['visual_features'] = np.concatenate(
             [f['image_features'][None], f['object_features'][kept]], 0)
       yield k, ex
+      k += 1

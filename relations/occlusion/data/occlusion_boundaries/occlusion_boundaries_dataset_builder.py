@@ -23,13 +23,14 @@ from etils import epath
 import numpy as np
 import tensorflow_datasets as tfds
 
+from relations import tfds_util
 from relations.occlusion.data import formats as occlusion_formats
 from relations.occlusion.data import realoob_io
 
 _ZLIB = tfds.features.Encoding.ZLIB
 
 
-class Builder(tfds.core.GeneratorBasedBuilder):
+class Builder(tfds_util.BeamOrGenerator, tfds.core.GeneratorBasedBuilder):
   """Oriented occlusion boundaries (RealOOB layout, PIOD, BSDS ownership)."""
 
   VERSION = tfds.core.Version("1.0.0")
@@ -97,78 +98,93 @@ class Builder(tfds.core.GeneratorBasedBuilder):
             for split in ("train", "test")}
 
   def _generate_examples(self, root, split):
-    """Yields (id, example) of `split` from the config's on-disk format."""
+    """(id, example) of `split` from the config's on-disk format.
+
+    A generator, or a Beam PTransform when built with Beam options (`tfds_util.BeamOrGenerator`);
+    the inputs are listed here, each image is read by a module-level function.
+    """
     name = self.builder_config.name
     if name == "realoob":
-      return self._gen_realoob(root, split,
-                               with_hard_negatives=split == "train")
-    if name == "piod":
-      return self._gen_piod(root, _piod_ids(root)[split])
-    if name == "bsds_ownership":
-      return self._gen_bsds(root, {"train": "trainfg",
-                                   "test": "testfg"}[split])
-    raise ValueError(f"unknown config {name!r}")
+      items = [("realoob", root, image_id) for image_id in realoob_io.read_split(root, split)]
+      if split == "train":
+        items += [("hard_negative", root, path) for path in _hard_negative_paths(root)]
+    elif name == "piod":
+      items = [("piod", root, image_id) for image_id in _piod_ids(root)[split]]
+    elif name == "bsds_ownership":
+      items = [("bsds", root, image_id)
+               for image_id in _bsds_ids(root, {"train": "trainfg", "test": "testfg"}[split])]
+    else:
+      raise ValueError(f"unknown config {name!r}")
+    return self.key_examples(items, _read_item)
 
-  @staticmethod
-  def _example(image_id, image_path, anns, depth=None, hard_negative=False):
-    h, w = anns[0]["boundaries"].shape
-    return image_id, {
-        "id": image_id,
-        "image": image_path,
-        "boundaries": np.stack([a["boundaries"] for a in anns]),
-        "orientation": np.stack([a["orientation"] for a in anns]),
-        "valid": np.stack([a["valid"] for a in anns]),
-        "depth": (np.zeros((h, w), np.float32) if depth is None
-                  else depth.astype(np.float32)),
-        "hard_negative": hard_negative,
-    }
 
-  def _gen_realoob(self, root, split, with_hard_negatives):
-    ids = realoob_io.read_split(root, split)
-    for image_id in ids:
-      img = realoob_io.image_path(root, image_id)
-      depth_path = realoob_io.field_path(root, realoob_io.DEPTH, image_id)
-      gt = realoob_io.read_gt(root, image_id,
-                              with_depth=epath.Path(depth_path).is_file())
-      gt["orientation"] = occlusion_formats.to_internal_angle(
-          gt["orientation"]) * gt["boundaries"]
-      _check_image_size(img, gt["boundaries"].shape)
-      yield self._example(image_id, img, [gt], gt.get("depth"))
-    hn_dir = os.path.join(root, "hard_negatives")
-    if with_hard_negatives and epath.Path(hn_dir).is_dir():
-      for name in sorted(p.name for p in epath.Path(hn_dir).iterdir()):
-        stem, ext = os.path.splitext(name)
-        if ext.lower() not in (".png", ".jpg", ".jpeg") or stem.startswith("."):
-          continue
-        path = os.path.join(hn_dir, name)
-        h, w = _image_size(path)
-        empty = np.zeros((h, w), bool)
-        ann = dict(boundaries=empty, valid=empty,
-                   orientation=np.zeros((h, w), np.float32))
-        yield self._example(stem, path, [ann],
-                            hard_negative=True)
+def _read_item(item):
+  """[(id, example)] of one `(kind, root, image id or path)` listed by `_generate_examples`."""
+  kind, root, arg = item
+  if kind == "realoob":
+    img = realoob_io.image_path(root, arg)
+    depth_path = realoob_io.field_path(root, realoob_io.DEPTH, arg)
+    gt = realoob_io.read_gt(root, arg, with_depth=epath.Path(depth_path).is_file())
+    gt["orientation"] = occlusion_formats.to_internal_angle(
+        gt["orientation"]) * gt["boundaries"]
+    _check_image_size(img, gt["boundaries"].shape)
+    return [_example(arg, img, [gt], gt.get("depth"))]
+  if kind == "hard_negative":
+    h, w = _image_size(arg)
+    empty = np.zeros((h, w), bool)
+    ann = dict(boundaries=empty, valid=empty, orientation=np.zeros((h, w), np.float32))
+    stem = os.path.splitext(os.path.basename(arg))[0]
+    return [_example(stem, arg, [ann], hard_negative=True)]
+  if kind == "piod":
+    ann = occlusion_formats.read_piod(os.path.join(root, "Data", f"{arg}.mat"))
+    img = os.path.join(root, "JPEGImages", f"{arg}.jpg")
+    _check_image_size(img, ann["boundaries"].shape)
+    return [_example(arg, img, [ann])]
+  if kind == "bsds":
+    folder, image_id = arg
+    anns = occlusion_formats.read_bsds_ownership(os.path.join(root, folder, f"{image_id}.mat"))
+    img = os.path.join(root, "BSDS300", "images", "train", f"{image_id}.jpg")
+    _check_image_size(img, anns[0]["boundaries"].shape)
+    return [_example(image_id, img, anns)]
+  raise ValueError(f"unknown item kind {kind!r}")
 
-  def _gen_piod(self, root, ids):
-    for image_id in ids:
-      ann = occlusion_formats.read_piod(
-          os.path.join(root, "Data", f"{image_id}.mat"))
-      img = os.path.join(root, "JPEGImages", f"{image_id}.jpg")
-      _check_image_size(img, ann["boundaries"].shape)
-      yield self._example(image_id, img, [ann])
 
-  def _gen_bsds(self, root, folder):
-    d = os.path.join(root, folder)
-    if not epath.Path(d).is_dir():
-      raise occlusion_formats.OcclusionFormatError(
-          f"{d}: BSDS-ownership annotation folder is missing")
-    for name in sorted(p.name for p in epath.Path(d).iterdir()):
-      if not name.endswith(".mat"):
-        continue
-      image_id = name[:-4]
-      anns = occlusion_formats.read_bsds_ownership(os.path.join(d, name))
-      img = os.path.join(root, "BSDS300", "images", "train", f"{image_id}.jpg")
-      _check_image_size(img, anns[0]["boundaries"].shape)
-      yield self._example(image_id, img, anns)
+def _example(image_id, image_path, anns, depth=None, hard_negative=False):
+  h, w = anns[0]["boundaries"].shape
+  return image_id, {
+      "id": image_id,
+      "image": image_path,
+      "boundaries": np.stack([a["boundaries"] for a in anns]),
+      "orientation": np.stack([a["orientation"] for a in anns]),
+      "valid": np.stack([a["valid"] for a in anns]),
+      "depth": (np.zeros((h, w), np.float32) if depth is None
+                else depth.astype(np.float32)),
+      "hard_negative": hard_negative,
+  }
+
+
+def _hard_negative_paths(root):
+  """Sorted image paths in `root/hard_negatives/` (none if the folder is absent)."""
+  hn_dir = os.path.join(root, "hard_negatives")
+  if not epath.Path(hn_dir).is_dir():
+    return []
+  out = []
+  for name in sorted(p.name for p in epath.Path(hn_dir).iterdir()):
+    stem, ext = os.path.splitext(name)
+    if ext.lower() not in (".png", ".jpg", ".jpeg") or stem.startswith("."):
+      continue
+    out.append(os.path.join(hn_dir, name))
+  return out
+
+
+def _bsds_ids(root, folder):
+  """[(folder, id)] of the `<id>.mat` files in `root/folder`, sorted."""
+  d = os.path.join(root, folder)
+  if not epath.Path(d).is_dir():
+    raise occlusion_formats.OcclusionFormatError(
+        f"{d}: BSDS-ownership annotation folder is missing")
+  return [(folder, name[:-4]) for name in sorted(p.name for p in epath.Path(d).iterdir())
+          if name.endswith(".mat")]
 
 
 def _piod_ids(root):

@@ -49,11 +49,13 @@ The name `vidor` does not collide with the TFDS 4.9.10 catalog (checked with
 
 from __future__ import annotations
 
+import functools
 import logging
 
 from etils import epath
 import tensorflow_datasets as tfds
 
+from relations import tfds_util
 from relations.video_relations.data import categories as vrd_categories
 from relations.video_relations.data import annotations as vrd_json
 from relations.video_relations.data import video as vrd_video
@@ -68,7 +70,7 @@ into manual_dir so that it holds `annotation/training/<group>/<id>.json`,
 """
 
 
-class Builder(tfds.core.GeneratorBasedBuilder):
+class Builder(tfds_util.BeamOrGenerator, tfds.core.GeneratorBasedBuilder):
   """VidOR: frames, object trajectories and relation instances per video."""
 
   VERSION = tfds.core.Version("1.0.0")
@@ -100,25 +102,32 @@ class Builder(tfds.core.GeneratorBasedBuilder):
             for split, folder in found.items()}
 
   def _generate_examples(self, root: epath.Path, folder: epath.Path):
+    """(video id, example) per annotation file: a generator, or a Beam PTransform under Beam."""
     files = sorted(folder.glob("*/*.json"))
     if not files:
       raise FileNotFoundError(f"{folder}: no <group>/<video_id>.json files")
-    cat_index = vrd_categories.object_to_id("vidor")
-    pred_index = vrd_categories.predicate_to_id("vidor")
-    for path in files:
-      anno = vrd_json.read_annotation(
-          path, dataset="vidor",
-          categories=vrd_categories.VIDOR_OBJECT_CATEGORIES,
-          predicates=vrd_categories.VIDOR_PREDICATES)
-      group = path.parent.name
-      if anno.video_id != path.stem:
-        raise vrd_json.AnnotationError(
-            f"{path}: field 'video_id' {anno.video_id!r} does not match the "
-            "file name")
-      rel = f"{group}/{anno.video_id}.mp4"
-      if anno.video_path is not None and anno.video_path != rel:
-        logging.warning("%s: video_path %r differs from the layout; using %s",
-                        path, anno.video_path, rel)
-      yield anno.video_id, vrd_video.make_example(
-          anno, root / "video" / rel, f"video/{rel}", self.builder_config,
-          cat_index, pred_index)
+    # Paths travel as strings (picklable to Beam workers on any filesystem).
+    return self.key_examples(
+        [str(p) for p in files],
+        functools.partial(_video_example, root=str(root), config=self.builder_config))
+
+
+def _video_example(path: str, root: str, config: vrd_video.VrdConfig):
+  """[(video id, example)] of one VidOR annotation file and its video (decoded here)."""
+  path = epath.Path(path)
+  anno = vrd_json.read_annotation(
+      path, dataset="vidor",
+      categories=vrd_categories.VIDOR_OBJECT_CATEGORIES,
+      predicates=vrd_categories.VIDOR_PREDICATES)
+  group = path.parent.name
+  if anno.video_id != path.stem:
+    raise vrd_json.AnnotationError(
+        f"{path}: field 'video_id' {anno.video_id!r} does not match the "
+        "file name")
+  rel = f"{group}/{anno.video_id}.mp4"
+  if anno.video_path is not None and anno.video_path != rel:
+    logging.warning("%s: video_path %r differs from the layout; using %s",
+                    path, anno.video_path, rel)
+  return [(anno.video_id, vrd_video.make_example(
+      anno, epath.Path(root) / "video" / rel, f"video/{rel}", config,
+      vrd_categories.object_to_id("vidor"), vrd_categories.predicate_to_id("vidor")))]

@@ -25,9 +25,12 @@ The name `vidvrd` does not collide with the TFDS 4.9.10 catalog.
 
 from __future__ import annotations
 
+import functools
+
 from etils import epath
 import tensorflow_datasets as tfds
 
+from relations import tfds_util
 from relations.video_relations.data import categories as vrd_categories
 from relations.video_relations.data import annotations as vrd_json
 from relations.video_relations.data import video as vrd_video
@@ -41,7 +44,7 @@ it holds `train/<id>.json`, `test/<id>.json` and `videos/<id>.mp4`.
 """
 
 
-class Builder(tfds.core.GeneratorBasedBuilder):
+class Builder(tfds_util.BeamOrGenerator, tfds.core.GeneratorBasedBuilder):
   """ImageNet-VidVRD: frames, trajectories and relation instances per video."""
 
   VERSION = tfds.core.Version("1.0.0")
@@ -69,20 +72,27 @@ class Builder(tfds.core.GeneratorBasedBuilder):
     return {s: self._generate_examples(root, root / s) for s in found}
 
   def _generate_examples(self, root: epath.Path, folder: epath.Path):
+    """(video id, example) per annotation file: a generator, or a Beam PTransform under Beam."""
     files = sorted(folder.glob("*.json"))
     if not files:
       raise FileNotFoundError(f"{folder}: no <video_id>.json files")
-    cat_index = vrd_categories.object_to_id("vidvrd")
-    pred_index = vrd_categories.predicate_to_id("vidvrd")
-    for path in files:
-      anno = vrd_json.read_annotation(
-          path, dataset="vidvrd",
-          categories=vrd_categories.VIDVRD_OBJECT_CATEGORIES,
-          predicates=vrd_categories.VIDVRD_PREDICATES)
-      if anno.video_id != path.stem:
-        raise vrd_json.AnnotationError(
-            f"{path}: field 'video_id' {anno.video_id!r} does not match the "
-            "file name")
-      rel = f"videos/{anno.video_id}.mp4"
-      yield anno.video_id, vrd_video.make_example(
-          anno, root / rel, rel, self.builder_config, cat_index, pred_index)
+    return self.key_examples(
+        [str(p) for p in files],
+        functools.partial(_video_example, root=str(root), config=self.builder_config))
+
+
+def _video_example(path: str, root: str, config: vrd_video.VrdConfig):
+  """[(video id, example)] of one VidVRD annotation file and its video (decoded here)."""
+  path = epath.Path(path)
+  anno = vrd_json.read_annotation(
+      path, dataset="vidvrd",
+      categories=vrd_categories.VIDVRD_OBJECT_CATEGORIES,
+      predicates=vrd_categories.VIDVRD_PREDICATES)
+  if anno.video_id != path.stem:
+    raise vrd_json.AnnotationError(
+        f"{path}: field 'video_id' {anno.video_id!r} does not match the "
+        "file name")
+  rel = f"videos/{anno.video_id}.mp4"
+  return [(anno.video_id, vrd_video.make_example(
+      anno, epath.Path(root) / rel, rel, config,
+      vrd_categories.object_to_id("vidvrd"), vrd_categories.predicate_to_id("vidvrd")))]
