@@ -19,9 +19,9 @@ evaluations: "zero_shot" (zero-shot GT and zero-shot predictions, xdshang
 the VRU'20 server's `evaluate.py`).
 """
 
-import argparse
 import sys
 
+from relations import cli_errors
 from relations.video_relations.data import annotations as vrd_json
 from relations.video_relations.metrics import io
 from relations.video_relations.metrics import scoring
@@ -36,19 +36,22 @@ def _table(name, result):
           f"relations)\n{head}\n{vals}")
 
 
+@cli_errors.entry_point
 def main(argv=None) -> int:
-  ap = argparse.ArgumentParser(
+  ap = cli_errors.ArgumentParser(
       prog="python -m relations.evaluate vidor",
       description="Video relation detection / tagging, official numbers.")
-  ap.add_argument("--groundtruth", required=True)
-  ap.add_argument("--prediction", required=True)
+  ap.add_argument("--groundtruth", required=True, type=cli_errors.existing_path)
+  ap.add_argument("--prediction", required=True, type=cli_errors.existing_file)
   ap.add_argument("--protocol", choices=scoring.PROTOCOLS, default="helper")
-  ap.add_argument("--zero-shot", dest="zero_shot", metavar="TRAIN_GT")
+  ap.add_argument("--zero-shot", dest="zero_shot", metavar="TRAIN_GT",
+                  type=cli_errors.existing_path)
   ap.add_argument("--per-video", dest="per_video", action="store_true")
   ap.add_argument("--dataset", choices=["vidor", "vidvrd"],
                   help="category lists for the validator (default: from "
                   "the video ids)")
-  ap.add_argument("--output", help="write the metrics JSON here")
+  ap.add_argument("--output", help="write the metrics JSON here",
+                  type=cli_errors.output_file)
   ap.add_argument("--official-lines", action="store_true",
                   help="also print the official script's six lines")
   args = ap.parse_args(argv)

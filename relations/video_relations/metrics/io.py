@@ -29,18 +29,45 @@ def load_submission(path: str) -> Any:
     FileNotFoundError: no such file.
     SubmissionError: unreadable / not JSON, naming the file.
   """
+  if os.path.isdir(path):
+    raise SubmissionError(f"{path}: is a directory; expected a submission .json / .json.xz")
   with open(path, "rb") as f:
     head = f.read(6)
+  dups = []
+
+  def pairs_hook(pairs):
+    # The standard parser keeps the last of two equal keys: a video listed twice would lose
+    # its first predictions without a word.
+    out = dict(pairs)
+    if len(out) != len(pairs):
+      seen = set()
+      dups.extend(k for k, _ in pairs if k in seen or seen.add(k))
+    return out
+
   try:
     if head.startswith(b"\xfd7zXZ\x00"):
       with lzma.open(path, "rt", encoding="utf-8") as f:
-        return json.load(f)
-    with open(path, "r", encoding="utf-8") as f:
-      return json.load(f)
+        sub = json.load(f, object_pairs_hook=pairs_hook)
+    else:
+      with open(path, "r", encoding="utf-8") as f:
+        sub = json.load(f, object_pairs_hook=pairs_hook)
   except (lzma.LZMAError, EOFError, UnicodeDecodeError) as e:
     raise SubmissionError(f"{path}: cannot decompress / decode: {e}") from e
   except json.JSONDecodeError as e:
     raise SubmissionError(f"{path}: malformed JSON: {e}") from e
+  except RecursionError:
+    raise SubmissionError(f"{path}: JSON nested too deeply; expected a submission "
+                          "{\"results\": {video_id: [...]}}") from None
+  except ValueError as e:  # an integer literal beyond Python's digit limit
+    raise SubmissionError(f"{path}: unreadable JSON value: {e}") from None
+  if dups:
+    videos = set(sub.get("results") or {}) if isinstance(sub, dict) else set()
+    what = ("video" if dups[0] in videos else "key")
+    raise SubmissionError(
+        f"{path}: {what} {dups[0]!r} appears more than once in one JSON object "
+        f"({len(dups)} duplicated key(s)); JSON keeps only the last, so the others would be "
+        "lost. Merge them into one entry")
+  return sub
 
 
 # The official loaders' patterns (xdshang/VidVRD-helper and NExTplusplus
