@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.abc
-import importlib.util
+import importlib.machinery
 import io
 import logging
 import os
@@ -55,17 +55,19 @@ def _fd2_silenced():
 
 
 class _QuietImport(importlib.abc.MetaPathFinder):
-  """Runs the first `import tensorflow` with fd 2 silenced; then removes itself."""
+  """Runs the first `import tensorflow` with fd 2 silenced; then removes itself.
+
+  Libraries probe for TensorFlow with `importlib.util.find_spec` without importing it, so the
+  finder stays installed until the module is actually executed.
+  """
 
   def find_spec(self, name, path=None, target=None):
     if name != "tensorflow":
       return None
-    if self in sys.meta_path:
-      sys.meta_path.remove(self)
-    spec = importlib.util.find_spec(name)
+    spec = importlib.machinery.PathFinder.find_spec(name, path)
     if spec is None or spec.loader is None:
       return spec
-    inner = spec.loader
+    inner, finder = spec.loader, self
 
     class _Loader(importlib.abc.Loader):
 
@@ -73,6 +75,9 @@ class _QuietImport(importlib.abc.MetaPathFinder):
         return inner.create_module(spec)
 
       def exec_module(self, module):
+        if finder in sys.meta_path:
+          sys.meta_path.remove(finder)
+        module.__loader__ = module.__spec__.loader = inner  # as if imported normally
         with _fd2_silenced():
           inner.exec_module(module)
 

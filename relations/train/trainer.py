@@ -373,7 +373,13 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
         every = int(config.evals[name].get("every_steps", 0))
         if (every and done % every == 0) or done == total_steps:
           with progress.timed(f"eval_{name}"):
+            t_eval = time.perf_counter()
+            if is_lead:
+              print(f"[eval] {name} at step {done} ...", flush=True)
             res = ev.run(state["params"], done)
+            if is_lead:
+              print(f"[eval] {name} at step {done}: done in {time.perf_counter() - t_eval:.1f} s",
+                    flush=True)
           eval_metrics.update({f"{name}/{k}": v for k, v in res.items()})
           writer.write_scalars(done, {f"{name}/{k}": float(v) for k, v in res.items()
                                       if np.isscalar(v)})
