@@ -10,7 +10,9 @@ start-up noise a newcomer sees and that says nothing about their run:
   Nothing else changes: `TF_ENABLE_ONEDNN_OPTS` stays as it is, so no number changes.
 * `TF_CPP_MIN_LOG_LEVEL=2` (if unset) for TF's later C++ INFO / WARNING lines.
 * TFDS's absl warning "Variant folder ... has no dataset_info.json" (a dataset being built for
-  the first time) and NumPy / TFDS deprecation warnings about dtypes.
+  the first time), absl INFO lines from other packages (orbax's checkpoint-manager settings,
+  TFDS's shard lists, clu's work-unit notes; our own INFO lines stay), and NumPy / TFDS
+  deprecation warnings about dtypes.
 
 `stage(name)` prints `[task] name ...` when a stage starts and `[task] name: done in 3.2 s` when
 it ends. `quiet_tfds_build()` replaces TFDS's progress bars and "Downloading and preparing
@@ -85,9 +87,15 @@ class _QuietImport(importlib.abc.MetaPathFinder):
     return spec
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
 class _DropNoise(logging.Filter):
+  """Drops third-party INFO chatter (orbax, TFDS, clu) and known noise; keeps ours."""
 
   def filter(self, record):
+    if record.levelno < logging.WARNING and not record.pathname.startswith(_PACKAGE_DIR):
+      return False
     try:
       msg = record.getMessage()
     except (TypeError, ValueError):  # a bad format string: let logging report it
@@ -105,9 +113,11 @@ def quiet_third_party() -> None:
   if "tensorflow" not in sys.modules:
     sys.meta_path.insert(0, _QuietImport())
   logging.getLogger("absl").addFilter(_DropNoise())
-  warnings.filterwarnings("ignore", message=r".*(dtype|np\.bool8|np\.object).*deprecat",
-                          category=DeprecationWarning)
-  warnings.filterwarnings("ignore", message=r".*deprecat.*dtype", category=DeprecationWarning)
+  # NumPy / TFDS / TF dtype deprecations (DeprecationWarning or FutureWarning): about library
+  # internals, not about anything the user passed.
+  for pattern in (r"(?s).*(dtype|np\.bool8|np\.object).*deprecat", r"(?s).*deprecat.*dtype"):
+    warnings.filterwarnings("ignore", message=pattern, category=DeprecationWarning)
+    warnings.filterwarnings("ignore", message=pattern, category=FutureWarning)
 
 
 @contextlib.contextmanager

@@ -53,10 +53,18 @@ def load_checked_config(spec: str, overrides: Sequence[str]):
   """
   from relations.train import config_util  # pylint: disable=g-import-not-at-top
   try:
-    return config_util.load_config(spec, overrides)
+    config = config_util.load_config(spec, overrides)
   except FileNotFoundError as e:
     raise cli_errors.InputError(str(e)) from None
   except (ValueError, TypeError, AttributeError, KeyError) as e:
     # get_config / parse_arg / overrides / check_config name the key; add the config.
     msg = str(e).strip("'\"") if isinstance(e, KeyError) else str(e)
     raise cli_errors.InputError(msg, file=spec) from None
+  data = config.get("data") or {}
+  manual_dir = data.get("manual_dir") if hasattr(data, "get") else None
+  if isinstance(manual_dir, str) and manual_dir and "://" not in manual_dir \
+      and not os.path.isdir(manual_dir):
+    raise cli_errors.InputError(
+        f"{manual_dir}: no such directory; expected the dataset's official release files "
+        "(see the builder's MANUAL_DOWNLOAD_INSTRUCTIONS)", file=spec, field="data.manual_dir")
+  return config
