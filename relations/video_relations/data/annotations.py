@@ -138,6 +138,10 @@ def load_json(path: str | epath.Path) -> Any:
     return json.loads(text)
   except json.JSONDecodeError as e:
     raise AnnotationError(f"{path}: malformed JSON: {e}") from e
+  except RecursionError:
+    raise AnnotationError(f"{path}: JSON nested too deeply to read") from None
+  except ValueError as e:  # an integer literal beyond Python's digit limit
+    raise AnnotationError(f"{path}: unreadable JSON value: {e}") from None
 
 
 def _field(record: dict, key: str, types, where: str):
