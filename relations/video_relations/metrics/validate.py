@@ -24,7 +24,6 @@ field. Two levels:
       [--protocol helper|vru20] [--dataset vidor|vidvrd]
 """
 
-import argparse
 import collections
 import dataclasses
 import itertools
@@ -32,6 +31,7 @@ import math
 import sys
 from typing import Any, Mapping
 
+from relations import cli_errors
 from relations.video_relations.data import categories as vrd_categories
 
 VERSION = "VERSION 1.0"
@@ -230,12 +230,14 @@ def validate_submission(submission: Any, groundtruth: Mapping | None = None,
   return Report(problems)
 
 
+@cli_errors.entry_point
 def main(argv=None) -> int:
   from relations.video_relations.metrics import io# pylint: disable=g-import-not-at-top
-  ap = argparse.ArgumentParser(description="Validate a VidOR / VidVRD "
-                               "relation detection submission.")
-  ap.add_argument("prediction")
-  ap.add_argument("--groundtruth")
+  ap = cli_errors.ArgumentParser(
+      prog="python -m relations.video_relations.metrics.validate",
+      description="Validate a VidOR / VidVRD relation detection submission.")
+  ap.add_argument("prediction", type=cli_errors.existing_file)
+  ap.add_argument("--groundtruth", type=cli_errors.existing_path)
   ap.add_argument("--protocol", choices=sorted(LIMITS), default="helper")
   ap.add_argument("--dataset", choices=["vidor", "vidvrd"])
   args = ap.parse_args(argv)
