@@ -261,6 +261,20 @@ def debug_requested(argv: Iterable[str] = ()) -> bool:
           or os.environ.get(DEBUG_ENV, "").lower() not in ("", "0", "false", "no"))
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _raised_by_us(exc: BaseException) -> bool:
+  """Whether `exc` was raised in this package (a message written for users), not deep inside a
+  library (where the traceback is what helps)."""
+  tb = exc.__traceback__
+  if tb is None:
+    return True
+  while tb.tb_next is not None:
+    tb = tb.tb_next
+  return tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR)
+
+
 def report(exc: BaseException) -> int:
   """Prints the one-line message for `exc` on stderr; returns the exit status."""
   status = EXIT_INPUT
@@ -278,7 +292,7 @@ def report(exc: BaseException) -> int:
     msg = f"{exc.filename}: {exc.strerror or exc}"
   elif isinstance(exc, UnicodeDecodeError):
     msg = f"input is not UTF-8 text: {exc}"
-  elif isinstance(exc, (OSError, ValueError)) and str(exc):
+  elif isinstance(exc, (OSError, ValueError)) and str(exc) and _raised_by_us(exc):
     # Our readers and config checks raise these with the file / record / field in the message.
     msg = str(exc)
   elif isinstance(exc, RecursionError):

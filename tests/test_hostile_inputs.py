@@ -556,3 +556,16 @@ def test_strict_json_nan_becomes_null_with_warning(tmp_path, capsys):
                  f"warning: {path}: zs/R@50 = inf is not a JSON number; written as null",
                  f"warning: {path}: curve/1 = -inf is not a JSON number; written as null"]
   assert os.listdir(tmp_path) == ["m.json"]
+
+
+def test_library_errors_are_internal_errors(capsys):
+  """A ValueError from deep inside a library is a bug to report: exit 1 and a --debug hint."""
+  @cli_errors.entry_point
+  def main(argv):
+    del argv
+    np.zeros(3).reshape(2)
+
+  assert main([]) == 1
+  err = capsys.readouterr().err
+  assert err.startswith("error: internal error: ValueError: cannot reshape array of size 3")
+  assert "rerun with --debug or RELATIONS_DEBUG=1" in err and len(err.splitlines()) == 1
