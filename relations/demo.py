@@ -79,10 +79,15 @@ def main(argv=None) -> int:
       metrics = module.run_demo(os.path.join(workdir, task))
       summary[task] = {**metrics, "wall_seconds": round(time.time() - t0, 1)}
       print(f"=== {task}: done in {time.time() - t0:.1f} s", flush=True)
-    except Exception:  # pylint: disable=broad-except
-      traceback.print_exc()
+    except Exception as e:  # pylint: disable=broad-except
+      if cli_errors.debug_requested():
+        traceback.print_exc()
+      else:  # the other tasks still run; the summary marks this one failed
+        print(f"error: {task}: {type(e).__name__}: {e} (rerun with --debug or "
+              f"{cli_errors.DEBUG_ENV}=1 for the traceback)", file=sys.stderr, flush=True)
       failed.append(task)
       summary[task] = {"error": "failed (see above)", "wall_seconds": round(time.time() - t0, 1)}
+      print(f"=== {task}: FAILED after {time.time() - t0:.1f} s", flush=True)
   summary["total_seconds"] = round(time.time() - t_all, 1)
   io_util.write_json_atomic(os.path.join(workdir, "summary.json"), summary, default=str)
 
