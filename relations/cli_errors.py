@@ -290,6 +290,8 @@ def report(exc: BaseException) -> int:
     msg = f"{exc.filename}: no such file or directory"
   elif isinstance(exc, OSError) and exc.filename is not None:
     msg = f"{exc.filename}: {exc.strerror or exc}"
+  elif isinstance(exc, FloatingPointError) and _raised_by_us(exc):
+    msg, status = str(exc), 1  # e.g. the trainer stopping on a non-finite loss, step named
   elif isinstance(exc, UnicodeDecodeError):
     msg = f"input is not UTF-8 text: {exc}"
   elif isinstance(exc, (OSError, ValueError)) and str(exc) and _raised_by_us(exc):
