@@ -327,11 +327,11 @@ def entry_point(fn: Callable[[list[str]], Any]) -> Callable[..., int]:
     try:
       status = fn(argv)
       return 0 if status is None else int(status)
-    except SystemExit as e:  # a library or an older code path calling sys.exit
-      if debug:
-        raise
+    except SystemExit as e:  # --help, a library or an older code path calling sys.exit
       if e.code is None or isinstance(e.code, int):
         return int(e.code or 0)
+      if debug:
+        raise
       msg = str(e.code)
       print(msg if msg.startswith("error: ") else f"error: {msg}", file=sys.stderr, flush=True)
       return EXIT_INPUT
