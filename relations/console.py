@@ -112,7 +112,13 @@ def quiet_third_party() -> None:
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   if "tensorflow" not in sys.modules:
     sys.meta_path.insert(0, _QuietImport())
-  logging.getLogger("absl").addFilter(_DropNoise())
+  try:
+    # absl's logger, not a plain one of the same name: absl must create it (its class finds the
+    # real caller; a plain "absl" logger made first would hide every caller behind absl's file).
+    from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
+    absl_logging.get_absl_logger().addFilter(_DropNoise())
+  except ImportError:
+    pass
   # NumPy / TFDS / TF dtype deprecations (DeprecationWarning or FutureWarning): about library
   # internals, not about anything the user passed.
   for pattern in (r"(?s).*(dtype|np\.bool8|np\.object).*deprecat", r"(?s).*deprecat.*dtype"):
