@@ -95,7 +95,7 @@ def _vrd_files(d):
       {"version": "VERSION 1.0", "results": {"0000/1": [_pred(box=(0, float("nan"), 9, 9))]}}))
   one = json.dumps([_pred()])
   _write(f"{v}/sub_dup_video.json",
-         '{"version": "VERSION 1.0", "results": {"0000/1": %s, "0000/1": %s}}' % (one, one))
+         '{"version": "VERSION 1.0", "results": {"0000/1": ' + one + ', "0000/1": ' + one + "}}")
   _write(f"{v}/sub_deep.json", "[" * 100000 + "]" * 100000)
   _write(f"{v}/sub_huge_int.json", '{"results": {"0000/1": [], "x": ' + "9" * 5000 + "}}")
   _write(f"{v}/sub_latin1.json", b'{"results": {"caf\xe9": []}}', "wb")
@@ -278,11 +278,11 @@ ROWS = [
      "vidor --groundtruth {d}/vrd/ann_no_trajectories.json --prediction {d}/vrd/sub.json", 2,
      ["ann_no_trajectories.json", "missing field 'trajectories'"], {}),
     ("vrd-gt-unknown-category", "evaluate",
-     "vidor --groundtruth {d}/vrd/gt_unknown_category.json --prediction {d}/vrd/sub.json "
-     "--dataset vidor", 2, ["'martian' is not a known vidor subject category"], {}),
+     ("vidor --groundtruth {d}/vrd/gt_unknown_category.json --prediction {d}/vrd/sub.json "
+      "--dataset vidor"), 2, ["'martian' is not a known vidor subject category"], {}),
     ("vrd-gt-folder-unknown-category", "evaluate",
-     "vidor --groundtruth {d}/vrd/ann_unknown_category --prediction {d}/vrd/sub.json "
-     "--dataset vidor", 2, ["1.json", "'martian' is not a known category"], {}),
+     ("vidor --groundtruth {d}/vrd/ann_unknown_category --prediction {d}/vrd/sub.json "
+      "--dataset vidor"), 2, ["1.json", "'martian' is not a known category"], {}),
     ("vrd-gt-malformed", "evaluate",
      "vidor --groundtruth {d}/vrd/sub_bad.json --prediction {d}/vrd/sub.json", 2,
      ["sub_bad.json", "malformed JSON"], {}),
@@ -348,8 +348,8 @@ ROWS = [
     ("cs-output-is-dir", "evaluate", f"commonsense {CS} --output {{d}}/cs", 2,
      ["--output", "is a directory"], {}),
     ("cs-no-java", "evaluate",
-     "commonsense --annotations {d}/cs/val.json --generations {d}/cs/gens_punct.json "
-     "--no-meteor", 2,
+     ("commonsense --annotations {d}/cs/val.json --generations {d}/cs/gens_punct.json "
+      "--no-meteor"), 2,
      ["needs Java", "apt-get install openjdk", "--no-meteor skips only METEOR"],
      {"PATH": "/nonexistent"}),
     # ---- python -m relations.train
@@ -548,7 +548,8 @@ def test_strict_json_nan_becomes_null_with_warning(tmp_path, capsys):
   path = str(tmp_path / "m.json")
   io_util.write_json_atomic(path, {"mAP": float("nan"), "zs": {"R@50": np.float32("inf")},
                                    "ok": np.float64(0.5), "curve": [1.0, float("-inf")]})
-  text = open(path).read()
+  with open(path) as f:
+    text = f.read()
   assert "NaN" not in text and "Infinity" not in text
   assert json.loads(text) == {"mAP": None, "zs": {"R@50": None}, "ok": 0.5, "curve": [1.0, None]}
   err = capsys.readouterr().err.splitlines()

@@ -53,7 +53,8 @@ def check_annotations(records, path: str, what: str, need_sentences: bool) -> No
         f"JSON {type(records).__name__.replace('dict', 'object').replace('str', 'string')}",
         file=path)
   if not records:
-    raise cli_errors.InputError(f"empty list; expected the {what} event records", file=path)
+    raise cli_errors.InputError(f"empty list; expected the event records of a VisualCOMET {what} "
+                                "file", file=path)
   sentences = 0
   for i, rec in enumerate(records):
     if not isinstance(rec, dict):
