@@ -67,6 +67,9 @@ def get_config(arg=None):
   if arg.visual not in ("features", "vit"):
     raise ValueError(f"Config arg 'visual': unknown {arg.visual!r} "
                      "(features, vit)")
+  if arg.variant not in ("tiny", "small", "medium", "large", "xl"):  # gpt2.SIZES
+    raise ValueError(f"Config arg 'variant': unknown {arg.variant!r} "
+                     "(tiny, small, medium, large, xl)")
   tiny = arg.variant == "tiny"
   c = ml_collections.ConfigDict()
   c.task = "commonsense"

@@ -31,6 +31,9 @@ def get_config(arg=None):
                               orient_loss="cosine", hires=True, patch=0,
                               offline_16x=False, tiny=False)
   tiny = arg.tiny or arg.variant == "tiny"
+  if not tiny:  # an unknown variant fails here, not after the dataset build
+    from relations.nn import vit  # pylint: disable=g-import-not-at-top
+    vit.decode_variant(arg.variant)
   if arg.dataset not in ("realoob", "piod", "bsds_ownership"):
     raise ValueError(f"Config arg 'dataset': unknown {arg.dataset!r} "
                      "(realoob, piod, bsds_ownership)")

@@ -10,14 +10,13 @@ the official metrics. Each task writes its predictions, metrics and pictures und
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import sys
 import time
 import traceback
 
-from relations import io_util
+from relations import cli_errors, console, io_util
 
 TASKS = ("occlusion", "video_relations", "commonsense")
 
@@ -54,15 +53,16 @@ def print_summary(summary: dict, tasks, workdir: str) -> None:
   print("=" * 78)
 
 
+@cli_errors.entry_point
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(description="Run every task's demo on synthetic data.")
+  p = cli_errors.ArgumentParser(description="Run every task's demo on synthetic data.",
+                                prog="python -m relations.demo")
   p.add_argument("--workdir", default="demo_out")
-  p.add_argument("--tasks", default=",".join(TASKS))
+  p.add_argument("--tasks", default=TASKS, type=cli_errors.names(TASKS),
+                 help="comma-separated subset of " + ",".join(TASKS))
   args = p.parse_args(argv)
-  tasks = [t for t in args.tasks.split(",") if t]
-  unknown = [t for t in tasks if t not in TASKS]
-  if unknown:
-    p.error(f"unknown task(s) {unknown}; choose from {TASKS}")
+  tasks = list(args.tasks)
+  cli_errors.check_output_dir(args.workdir)
   workdir = os.path.abspath(args.workdir)
   os.makedirs(workdir, exist_ok=True)
   from absl import logging  # pylint: disable=g-import-not-at-top
@@ -74,13 +74,20 @@ def main(argv=None) -> int:
     t0 = time.time()
     print(f"=== {task}: synthetic data -> TFDS -> train tiny -> predict -> evaluate", flush=True)
     try:
-      module = importlib.import_module(f"relations.{task}.demo")
+      with console.stage("import", prefix=f"[{task}]"):
+        module = importlib.import_module(f"relations.{task}.demo")
       metrics = module.run_demo(os.path.join(workdir, task))
       summary[task] = {**metrics, "wall_seconds": round(time.time() - t0, 1)}
-    except Exception:  # pylint: disable=broad-except
-      traceback.print_exc()
+      print(f"=== {task}: done in {time.time() - t0:.1f} s", flush=True)
+    except Exception as e:  # pylint: disable=broad-except
+      if cli_errors.debug_requested():
+        traceback.print_exc()
+      else:  # the other tasks still run; the summary marks this one failed
+        print(f"error: {task}: {type(e).__name__}: {e} (rerun with --debug or "
+              f"{cli_errors.DEBUG_ENV}=1 for the traceback)", file=sys.stderr, flush=True)
       failed.append(task)
       summary[task] = {"error": "failed (see above)", "wall_seconds": round(time.time() - t0, 1)}
+      print(f"=== {task}: FAILED after {time.time() - t0:.1f} s", flush=True)
   summary["total_seconds"] = round(time.time() - t_all, 1)
   io_util.write_json_atomic(os.path.join(workdir, "summary.json"), summary, default=str)
 

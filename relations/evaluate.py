@@ -13,6 +13,8 @@ Run `python -m relations.evaluate <what> --help` for each one's arguments.
 import importlib
 import sys
 
+from relations import cli_errors
+
 COMMANDS = {
     "occlusion": "relations.occlusion.metrics.cli",
     "depth": "relations.occlusion.metrics.depth_cli",
@@ -23,14 +25,18 @@ COMMANDS = {
 }
 
 
+@cli_errors.entry_point
 def main(argv=None) -> int:
-  argv = sys.argv[1:] if argv is None else list(argv)
-  if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
-    print(__doc__.strip(), file=sys.stderr if argv and argv[0] not in ("-h", "--help") else sys.stdout)
-    if argv and argv[0] not in ("-h", "--help"):
-      print(f"\nunknown evaluation {argv[0]!r}; choose one of {sorted(COMMANDS)}", file=sys.stderr)
-      return 2
-    return 0 if argv else 2
+  argv = list(argv)
+  if argv and argv[0] in ("-h", "--help"):
+    print(__doc__.strip())
+    return 0
+  if not argv:
+    print(__doc__.strip(), file=sys.stderr)
+    raise cli_errors.InputError(f"say what to evaluate: one of {', '.join(COMMANDS)}")
+  if argv[0] not in COMMANDS:
+    raise cli_errors.InputError(f"unknown evaluation {argv[0]!r}; choose one of "
+                                f"{', '.join(COMMANDS)} (python -m relations.evaluate --help)")
   module = importlib.import_module(COMMANDS[argv[0]])
   return int(module.main(argv[1:]) or 0)
 

@@ -3,16 +3,21 @@
 Every file the project writes goes through `atomic_path`: the content is written to a temporary
 file beside the target, then renamed onto it. A reader (or a resumed run) never sees a
 half-written file, and a failed or interrupted write leaves nothing under the target's name and no
-temporary file behind.
+temporary file behind. JSON is written strictly: NaN / Infinity, which `json.dumps` would write as
+bare `NaN` (not JSON), become `null` with a warning on stderr naming the key.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
+import sys
 import tempfile
 from typing import Any, Iterator
+
+import numpy as np
 
 
 @contextlib.contextmanager
@@ -47,12 +52,45 @@ def write_text_atomic(path: str, text: str) -> None:
   write_bytes_atomic(path, text.encode("utf-8"))
 
 
-def write_json_atomic(path: str, obj: Any, *, newline: bool = True, **dump_kw) -> None:
-  """`json.dumps(obj, indent=2, **dump_kw)` (plus a final newline) written atomically to `path`."""
-  dump_kw.setdefault("indent", 2)
-  write_text_atomic(path, json.dumps(obj, **dump_kw) + ("\n" if newline else ""))
-
-
 def as_str(value: Any) -> str:
   """A TFDS text feature (bytes, UTF-8) or any other value as `str`."""
   return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def strict_json(obj: Any, where: str = "") -> tuple[Any, list[str]]:
+  """(copy of `obj` with non-finite floats -> None and numpy scalars -> Python, their key paths).
+
+  Key paths read like `zero_shot/mAP` or `curves/3`; lists, tuples and dicts are walked.
+  """
+  bad: list[str] = []
+
+  def walk(x, key):
+    if isinstance(x, (np.floating, np.integer, np.bool_)):
+      x = x.item()
+    if isinstance(x, float):
+      if not math.isfinite(x):
+        bad.append(f"{key or '<top>'} = {x}")
+        return None
+      return x
+    if isinstance(x, dict):
+      return {k: walk(v, f"{key}/{k}" if key else str(k)) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+      return [walk(v, f"{key}/{i}" if key else str(i)) for i, v in enumerate(x)]
+    return x
+
+  return walk(obj, where), bad
+
+
+def write_json_atomic(path: str, obj: Any, *, newline: bool = True, **dump_kw) -> None:
+  """`json.dumps(obj, indent=2, **dump_kw)` (plus a final newline) written atomically to `path`.
+
+  Non-finite floats are written as `null`, each with a `warning:` line on stderr naming the key.
+  """
+  dump_kw.setdefault("indent", 2)
+  obj, bad = strict_json(obj)
+  for b in bad[:20]:
+    print(f"warning: {path}: {b} is not a JSON number; written as null", file=sys.stderr)
+  if len(bad) > 20:
+    print(f"warning: {path}: {len(bad) - 20} more non-finite values written as null",
+          file=sys.stderr)
+  write_text_atomic(path, json.dumps(obj, allow_nan=False, **dump_kw) + ("\n" if newline else ""))

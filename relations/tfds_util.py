@@ -38,8 +38,12 @@ def ensure_built(builder_cls, data_dir: str, manual_dir: str | None, config=None
         f" is not prepared in {data_dir} and no manual_dir was given to build it from.\n"
         f"{getattr(builder, 'MANUAL_DOWNLOAD_INSTRUCTIONS', '')}")
   if jax.process_index() == 0:
-    builder.download_and_prepare(
-        download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
+    from relations import console  # pylint: disable=g-import-not-at-top
+    config_name = builder.builder_config.name if builder.builder_config else ""
+    with console.stage(f"building TFDS {builder.name}/{config_name} from {manual_dir}",
+                       prefix="[data]"), console.quiet_tfds_build():
+      builder.download_and_prepare(
+          download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
   if jax.process_count() > 1:
     from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
     multihost_utils.sync_global_devices(f"tfds_build_{builder.name}")

@@ -5,5 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3.11}"
 [[ -x .venv/bin/python ]] || "$PY" -m venv .venv
-.venv/bin/python -m pip install -q -c constraints.txt -e .
+# Quiet: no pip self-update notice or root-user warning among the demo's first lines.
+.venv/bin/python -m pip install -q --disable-pip-version-check --root-user-action=ignore \
+    -c constraints.txt -e .
 exec .venv/bin/python -m relations.demo --workdir "${DEMO_DIR:-demo_out}" "$@"

@@ -131,14 +131,19 @@ def run_demo(workdir: str) -> dict:
   """
   import time  # pylint: disable=g-import-not-at-top
   import json  # pylint: disable=g-import-not-at-top
+  from relations import console  # pylint: disable=g-import-not-at-top
   t0 = time.perf_counter()
   root = os.path.abspath(workdir)
-  make_data(root)
+  with console.stage("synthetic VisualCOMET-layout data", prefix="[commonsense]"):
+    make_data(root)
   t_data = time.perf_counter() - t0
-  metrics, gens = train_and_evaluate(
-      root, MODALITIES["Image+Event+Place+PG"], "image_event_place_pg",
-      acc50_max_queries=60)
-  report = write_report(root, gens, os.path.join(root, "report"))
+  with console.stage("train tiny Image+Event+Place+PG + generate + evaluate",
+                     prefix="[commonsense]"):
+    metrics, gens = train_and_evaluate(
+        root, MODALITIES["Image+Event+Place+PG"], "image_event_place_pg",
+        acc50_max_queries=60)
+  with console.stage("HTML report", prefix="[commonsense]"):
+    report = write_report(root, gens, os.path.join(root, "report"))
   out = {"Image+Event+Place+PG": {k: metrics.get(k) for k in HEADLINE},
          "Acc@50_queries": 60,
          "generations": gens, "report": report,

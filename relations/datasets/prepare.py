@@ -19,9 +19,9 @@ This module adds what that CLI does not:
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from relations import cli_errors
 from relations.datasets import BUILDERS
 
 DATASETS = tuple(BUILDERS)
@@ -29,14 +29,18 @@ DATASETS = tuple(BUILDERS)
 
 def builder_class(name: str):
   if name not in DATASETS:
-    raise ValueError(f"unknown dataset {name!r}; choose one of {DATASETS}")
+    raise cli_errors.InputError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)} "
+                                "(--list shows their configs)")
   return BUILDERS[name]
 
 
+@cli_errors.entry_point
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+  p = cli_errors.ArgumentParser(description=__doc__.strip().splitlines()[0],
+                                prog="python -m relations.datasets.prepare")
   p.add_argument("dataset", nargs="?", help="NAME or NAME/CONFIG")
-  p.add_argument("--manual_dir", help="directory with the official release files")
+  p.add_argument("--manual_dir", type=cli_errors.existing_dir,
+                 help="directory with the official release files")
   p.add_argument("--data_dir", help="TFDS data directory to write to")
   p.add_argument("--file_format", default="array_record", choices=["array_record", "tfrecord",
                                                                    "parquet"])
@@ -52,9 +56,16 @@ def main(argv=None) -> int:
     return 0 if args.list else 2
   if not args.manual_dir or not args.data_dir:
     p.error("--manual_dir and --data_dir are required")
-  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   name, _, config = args.dataset.partition("/")
-  builder = builder_class(name)(config=config or None, data_dir=args.data_dir,
+  cls = builder_class(name)
+  known = [c.name for c in (cls.BUILDER_CONFIGS or [])]
+  if config and config not in known:
+    raise cli_errors.InputError(f"unknown config {config!r} of dataset {name!r}; choose one of "
+                                f"{', '.join(known) or '(none: give the bare name)'}")
+  if "://" not in args.data_dir:
+    cli_errors.check_output_dir(args.data_dir)
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  builder = cls(config=config or None, data_dir=args.data_dir,
                                 file_format=args.file_format)
   download_config = tfds.download.DownloadConfig(manual_dir=args.manual_dir)
   if args.beam_pipeline_options:

@@ -52,20 +52,25 @@ def run_demo(workdir):
   """
   from relations.occlusion.data import synthetic as synthetic_occlusion# pylint: disable=g-import-not-at-top
   from relations.train import trainer# pylint: disable=g-import-not-at-top
+  from relations import console  # pylint: disable=g-import-not-at-top
   t0 = time.perf_counter()
   workdir = os.path.abspath(workdir)
   config = _demo_config(workdir)
   d = config.demo
-  synthetic_occlusion.write_dataset(
-      config.data.manual_dir, d.num_train, d.num_test, d.num_hard_negatives,
-      seed=config.seed, size=tuple(d.size))
+  with console.stage("synthetic RealOOB-layout data", prefix="[occlusion]"):
+    synthetic_occlusion.write_dataset(
+        config.data.manual_dir, d.num_train, d.num_test, d.num_hard_negatives,
+        seed=config.seed, size=tuple(d.size))
   make_builder(config)
   t_data = time.perf_counter() - t0
-  result = trainer.train(config, os.path.join(workdir, "train"))
+  with console.stage(f"train tiny ({config.total_steps} steps) + evaluate",
+                     prefix="[occlusion]"):
+    result = trainer.train(config, os.path.join(workdir, "train"))
   t_train = time.perf_counter() - t0 - t_data
   model_m = {k.split("/", 1)[1]: v for k, v in result.eval_metrics.items()
              if k.startswith("test/")}
-  canny = canny_baseline(config, os.path.join(workdir, "canny"))
+  with console.stage("Canny baseline, same evaluator", prefix="[occlusion]"):
+    canny = canny_baseline(config, os.path.join(workdir, "canny"))
   out = {"model": {k: model_m[k] for k in ("B-ODS", "B-OIS", "B-AP", "O-ODS",
                                            "O-OIS", "O-AP") if k in model_m},
          "canny": {k: canny[k] for k in ("B-ODS", "B-OIS", "B-AP", "O-ODS",

@@ -2,19 +2,24 @@
 
 import sys
 
+from relations import cli_errors
 from relations.train import cli
 from relations.train import distributed
 
 
+@cli_errors.entry_point
 def main(argv=None) -> int:
-  args, overrides = cli.parse(sys.argv[1:] if argv is None else argv,
-                              "Train any relations config with the shared trainer.")
+  args, overrides = cli.parse(argv, "Train any relations config with the shared trainer.",
+                              prog="relations.train")
+  # Everything is checked before the first side effect (jax.distributed, the workdir,
+  # config.json, a dataset build).
+  cli_errors.check_output_dir(args.workdir)
+  config = cli.load_checked_config(args.config, overrides)
   # Before any other JAX call: it fixes the backend and the set of global devices.
   distributed.maybe_initialize(args.distributed)
   from absl import logging  # pylint: disable=g-import-not-at-top
-  from relations.train import config_util, trainer# pylint: disable=g-import-not-at-top
+  from relations.train import trainer# pylint: disable=g-import-not-at-top
   logging.set_verbosity(logging.INFO)
-  config = config_util.load_config(args.config, overrides)
   result = trainer.train(config, args.workdir)
   print(f"finished at step {result.step} ({result.steps_per_sec:.2f} steps/s"
         f"{', preempted' if result.preempted else ''})")

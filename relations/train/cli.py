@@ -6,13 +6,20 @@ locked config, so a misspelled field fails and names itself).
 
 from __future__ import annotations
 
-import argparse
+import os
 from typing import Sequence
 
+from relations import cli_errors
 
-def parse(argv: Sequence[str], description: str, extra=None):
-  """Returns (args, overrides). `extra(parser)` may add more flags."""
-  parser = argparse.ArgumentParser(description=description)
+
+def parse(argv: Sequence[str], description: str, extra=None, prog: str | None = None):
+  """Returns (args, overrides). `extra(parser)` may add more flags.
+
+  Raises:
+    cli_errors.InputError: unknown flags, a flag without its value.
+  """
+  parser = cli_errors.ArgumentParser(description=description,
+                                     prog=f"python -m {prog}" if prog else None)
   parser.add_argument("--config", required=True, help="configs/x.py[:arg]")
   parser.add_argument("--workdir", required=True, help="checkpoints, logs and outputs go here")
   parser.add_argument("--distributed", action="store_true",
@@ -37,3 +44,27 @@ def parse(argv: Sequence[str], description: str, extra=None):
   if unknown:
     parser.error(f"unrecognized arguments: {' '.join(unknown)}")
   return args, overrides
+
+
+def load_checked_config(spec: str, overrides: Sequence[str]):
+  """`config_util.load_config` with every problem an `InputError` naming the config.
+
+  Runs before anything is written or built, so a typo costs nothing.
+  """
+  from relations.train import config_util  # pylint: disable=g-import-not-at-top
+  try:
+    config = config_util.load_config(spec, overrides)
+  except FileNotFoundError as e:
+    raise cli_errors.InputError(str(e)) from None
+  except (ValueError, TypeError, AttributeError, KeyError) as e:
+    # get_config / parse_arg / overrides / check_config name the key; add the config.
+    msg = str(e).strip("'\"") if isinstance(e, KeyError) else str(e)
+    raise cli_errors.InputError(msg, file=spec) from None
+  data = config.get("data") or {}
+  manual_dir = data.get("manual_dir") if hasattr(data, "get") else None
+  if isinstance(manual_dir, str) and manual_dir and "://" not in manual_dir \
+      and not os.path.isdir(manual_dir):
+    raise cli_errors.InputError(
+        f"{manual_dir}: no such directory; expected the dataset's official release files "
+        "(see the builder's MANUAL_DOWNLOAD_INSTRUCTIONS)", file=spec, field="data.manual_dir")
+  return config

@@ -11,7 +11,9 @@ Unknown keys and values of the wrong type raise `ValueError` naming the key.
 from __future__ import annotations
 
 import ast
+import difflib
 import importlib.util
+import math
 import os
 import sys
 from typing import Any, Sequence
@@ -67,6 +69,11 @@ def parse_arg(arg: str | None, **defaults: Any) -> ml_collections.ConfigDict:
         key, value = item.split("=", 1)
       elif item in defaults:
         key, value = item, "true"
+      elif difflib.get_close_matches(item, list(defaults), n=1, cutoff=0.75):
+        # `:tny` would otherwise silently become the first key's value (variant="tny").
+        near = difflib.get_close_matches(item, list(defaults), n=1, cutoff=0.75)[0]
+        raise ValueError(f"Unknown config arg {item!r}; did you mean {near!r}? "
+                         f"Known keys: {sorted(defaults)}")
       elif first is not None and not isinstance(defaults[first], bool):
         key, value = first, item
       else:
@@ -81,10 +88,12 @@ def parse_arg(arg: str | None, **defaults: Any) -> ml_collections.ConfigDict:
 
 
 def _load_module(path: str):
+  if os.path.isdir(path):
+    raise ValueError(f"{path}: is a directory; expected a config file configs/<task>.py")
   spec = importlib.util.spec_from_file_location(
       "relations_config_" + os.path.basename(path).removesuffix(".py"), path)
   if spec is None or spec.loader is None:
-    raise FileNotFoundError(f"Config file not found or not Python: {path}")
+    raise ValueError(f"{path}: not a Python config file; expected configs/<task>.py")
   module = importlib.util.module_from_spec(spec)
   # Config files share helpers in their own folder (`import common`): put it first on the path
   # while this one runs, and forget those helpers afterwards so another folder's copy can load.
@@ -93,11 +102,19 @@ def _load_module(path: str):
   sys.path.insert(0, folder)
   try:
     spec.loader.exec_module(module)
+  except SyntaxError as e:
+    raise ValueError(f"{path}: line {e.lineno}: Python syntax error in the config: "
+                     f"{e.msg}") from None
+  except UnicodeDecodeError:
+    raise ValueError(f"{path}: not UTF-8 text; expected a Python config file") from None
   finally:
     sys.path.remove(folder)
     for name in set(sys.modules) - before:
       if os.path.dirname(os.path.abspath(getattr(sys.modules[name], "__file__", None) or "")) == folder:
         del sys.modules[name]
+  if not callable(getattr(module, "get_config", None)):
+    raise ValueError(f"{path}: defines no get_config(arg); expected a config file like "
+                     "configs/occlusion.py")
   return module
 
 
@@ -154,14 +171,72 @@ TRAINER_DEFAULTS = {
     "keep_checkpoints": 2,
     "async_checkpoints": True,
     "log_every": 10,
+    "progress_every_seconds": 10.0,  # wall-clock interval of the `[train] step ...` lines
     "check_finite_every": 1,
     "preemption_sync_every": 10,     # multi-process runs agree on SIGTERM this often
 }
 
 
+# Fields every trainer run reads that must be positive integers (`check_config`).
+_POSITIVE_INTS = ("total_steps", "input.batch_size", "grad_accum_steps", "checkpoint_every",
+                  "keep_checkpoints", "log_every", "check_finite_every",
+                  "preemption_sync_every")
+_NON_NEGATIVE = ("schedule.lr", "schedule.warmup_steps", "optax.weight_decay",
+                 "optax.clip_norm", "fsdp_min_size", "progress_every_seconds")
+
+
+def _get(config, dotted: str):
+  node = config
+  for part in dotted.split("."):
+    if not isinstance(node, (dict, ml_collections.ConfigDict)) or part not in node:
+      return None
+    node = node[part]
+  return node
+
+
+def check_config(config: ml_collections.ConfigDict) -> None:
+  """Refuses values no run can use, before anything is built or written.
+
+  Checks the trainer's own fields (`_POSITIVE_INTS` > 0, `_NON_NEGATIVE` >= 0, an integer
+  `seed`, `evals.*.every_steps` >= 0, a batch divisible by `grad_accum_steps`) and that no
+  float anywhere in the config is NaN or infinite.
+
+  Raises:
+    ValueError: naming the field, the value and what is expected.
+  """
+  def walk(node, prefix):
+    for k, v in node.items():
+      key = f"{prefix}{k}"
+      if isinstance(v, (dict, ml_collections.ConfigDict)):
+        walk(v, key + ".")
+      elif isinstance(v, float) and not math.isfinite(v):
+        raise ValueError(f"config field {key!r}: expected a finite number, got {v}")
+  walk(config, "")
+  for key in _POSITIVE_INTS:
+    v = _get(config, key)
+    if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
+      raise ValueError(f"config field {key!r}: expected a positive integer, got {v!r}")
+  for key in _NON_NEGATIVE:
+    v = _get(config, key)
+    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0):
+      raise ValueError(f"config field {key!r}: expected a number >= 0, got {v!r}")
+  seed = _get(config, "seed")
+  if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+    raise ValueError(f"config field 'seed': expected an integer, got {seed!r}")
+  for name, ev in (_get(config, "evals") or {}).items():
+    every = ev.get("every_steps", 0) if hasattr(ev, "get") else 0
+    if not isinstance(every, int) or isinstance(every, bool) or every < 0:
+      raise ValueError(f"config field 'evals.{name}.every_steps': expected an integer >= 0, "
+                       f"got {every!r}")
+  bs, accum = _get(config, "input.batch_size"), _get(config, "grad_accum_steps")
+  if isinstance(bs, int) and isinstance(accum, int) and accum > 0 and bs % accum:
+    raise ValueError(f"config field 'input.batch_size': {bs} is not divisible by "
+                     f"grad_accum_steps={accum}")
+
+
 def load_config(spec: str, overrides: Sequence[str] = ()) -> ml_collections.ConfigDict:
-  """Loads `path/to/config.py[:arg]`, adds missing `TRAINER_DEFAULTS`, locks it and applies
-  `field=value` overrides.
+  """Loads `path/to/config.py[:arg]`, adds missing `TRAINER_DEFAULTS`, locks it, applies
+  `field=value` overrides and checks the result (`check_config`).
 
   Relative paths are tried from the working directory and then from the repository root, so
   `configs/occlusion.py:tiny` works from anywhere inside a checkout.
@@ -173,7 +248,7 @@ def load_config(spec: str, overrides: Sequence[str] = ()) -> ml_collections.Conf
     if os.path.exists(alt):
       path = alt
     else:
-      raise FileNotFoundError(f"Config file not found: {path}")
+      raise FileNotFoundError(f"{path}: no such config file (e.g. configs/occlusion.py:tiny)")
   module = _load_module(path)
   config = module.get_config(arg or None)
   with config.unlocked():
@@ -181,4 +256,6 @@ def load_config(spec: str, overrides: Sequence[str] = ()) -> ml_collections.Conf
       if key not in config:
         config[key] = value
   config.lock()
-  return apply_overrides(config, overrides)
+  config = apply_overrides(config, overrides)
+  check_config(config)
+  return config

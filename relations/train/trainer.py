@@ -107,6 +107,45 @@ class _Preemption:
     return bool(np.any(flags))
 
 
+def _eta(seconds: float) -> str:
+  if not np.isfinite(seconds):
+    return "?"
+  seconds = round(seconds)
+  if seconds >= 3600:
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+  if seconds >= 60:
+    return f"{seconds // 60}m{seconds % 60:02d}s"
+  return f"{seconds}s"
+
+
+class _ProgressLine:
+  """Prints `[train] step S/T  loss L  R steps/s  ETA E` every `every_seconds` of wall clock.
+
+  Wall-clock, not step, intervals: a line every few seconds whatever the step time, so a slow
+  paper-scale run and a fast tiny one both show steady progress. The rate excludes the first
+  (compiling) step. Printed by the lead process only; reading the loss syncs with the device
+  only at those moments.
+  """
+
+  def __init__(self, total_steps: int, every_seconds: float, enabled: bool):
+    self.total, self.every, self.enabled = total_steps, every_seconds, enabled
+    self.next_at = None
+
+  def __call__(self, done: int, metrics, t0, timed_steps: int) -> None:
+    if not self.enabled:
+      return
+    now = time.perf_counter()
+    if self.next_at is not None and now < self.next_at and done != self.total:
+      return
+    self.next_at = now + self.every
+    loss = float(jax.device_get(metrics["loss"]))
+    rate = timed_steps / (now - t0) if t0 is not None and timed_steps and now > t0 else float("nan")
+    eta = (self.total - done) / rate if rate > 0 else float("nan")
+    rate_s = f"{rate:.2f} steps/s" if np.isfinite(rate) else "(first step, with compilation)"
+    print(f"[train] step {done}/{self.total}  loss {loss:.4f}  {rate_s}  ETA {_eta(eta)}",
+          flush=True)
+
+
 def _make_writer(workdir: str):
   from clu import metric_writers  # pylint: disable=g-import-not-at-top  (imports TF: ~8 s)
   return metric_writers.create_default_writer(
@@ -300,6 +339,8 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
   progress = periodic_actions.ReportProgress(num_train_steps=total_steps, writer=writer,
                                              every_steps=int(_setting(config, "log_every")))
   log_every = int(_setting(config, "log_every"))
+  progress_line = _ProgressLine(total_steps, float(_setting(config, "progress_every_seconds")),
+                                enabled=is_lead)
   check_every = int(_setting(config, "check_finite_every"))
   # Multi-process runs agree on a SIGTERM every this many steps (_Preemption).
   sync_every = max(1, int(_setting(config, "preemption_sync_every")))
@@ -321,6 +362,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
       else:
         timed_steps += 1
       progress(done)
+      progress_line(done, metrics, t0, timed_steps)
       if done % check_every == 0 or done % log_every == 0 or done % ckpt_every == 0 \
           or done == total_steps:
         host = jax.device_get(metrics)
@@ -331,7 +373,13 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
         every = int(config.evals[name].get("every_steps", 0))
         if (every and done % every == 0) or done == total_steps:
           with progress.timed(f"eval_{name}"):
+            t_eval = time.perf_counter()
+            if is_lead:
+              print(f"[eval] {name} at step {done} ...", flush=True)
             res = ev.run(state["params"], done)
+            if is_lead:
+              print(f"[eval] {name} at step {done}: done in {time.perf_counter() - t_eval:.1f} s",
+                    flush=True)
           eval_metrics.update({f"{name}/{k}": v for k, v in res.items()})
           writer.write_scalars(done, {f"{name}/{k}": float(v) for k, v in res.items()
                                       if np.isscalar(v)})

@@ -25,25 +25,32 @@ def run_demo(workdir, num_train=160, num_val=16, overrides=()):
   from relations.video_relations.metrics import cli as vidor_cli# pylint: disable=g-import-not-at-top
   from relations.train import config_util# pylint: disable=g-import-not-at-top
   from relations.train import trainer# pylint: disable=g-import-not-at-top
+  from relations import console  # pylint: disable=g-import-not-at-top
   workdir = os.path.abspath(workdir)
   raw = os.path.join(workdir, "vidor_synthetic")
   if not os.path.exists(os.path.join(raw, "annotation")):
-    synthetic_vidor.generate(raw, num_train, num_val, seed=0, overwrite=True)
+    with console.stage(f"synthetic VidOR-layout videos ({num_train} train, {num_val} val)",
+                       prefix="[video_relations]"):
+      synthetic_vidor.generate(raw, num_train, num_val, seed=0, overwrite=True)
   config = config_util.load_config(
       "configs/video_relations.py:tiny",
       [f"data.data_dir={os.path.join(workdir, 'tfds')}",
        f"data.manual_dir={raw}",
        f"evals.val.groundtruth={os.path.join(raw, 'annotation', 'validation')}",
        *overrides])
-  result = trainer.train(config, os.path.join(workdir, "train"))
+  with console.stage(f"train tiny ({config.total_steps} steps) + predict + evaluate",
+                     prefix="[video_relations]"):
+    result = trainer.train(config, os.path.join(workdir, "train"))
   step = result.step
   sub = os.path.join(workdir, "train", "eval", "val",
                      f"submission_detected_step{step}.json")
   cli_json = os.path.join(workdir, "cli_detected_metrics.json")
-  rc = vidor_cli.main(["--groundtruth", os.path.join(raw, "annotation",
-                                                     "validation"),
-                       "--prediction", sub, "--protocol",
-                       config.video.protocol, "--output", cli_json])
+  with console.stage("score the submission with python -m relations.evaluate vidor",
+                     prefix="[video_relations]"):
+    rc = vidor_cli.main(["--groundtruth", os.path.join(raw, "annotation",
+                                                       "validation"),
+                         "--prediction", sub, "--protocol",
+                         config.video.protocol, "--output", cli_json])
   if rc != 0:
     raise RuntimeError(f"python -m relations.evaluate video_relations failed on {sub} "
                        f"(exit {rc})")

@@ -11,11 +11,10 @@ writes JSON with the keys ``Bleu_1``..``Bleu_4``, ``METEOR``, ``CIDEr``,
 metrics under their own names (see captioning/protocol.py).
 """
 
-import argparse
-import json
-import os
 import sys
 
+from relations import cli_errors
+from relations.commonsense.metrics import java as java_lib
 from relations.commonsense.metrics import protocol
 from relations.io_util import write_json_atomic# pylint: disable=unused-import  (re-exported)
 
@@ -31,15 +30,48 @@ _NOTES = {"Novel": "official (asymmetric: raw training sentences)",
 
 
 def load_json(path: str, what: str):
-  """Loads a JSON file, naming the file in every error."""
-  try:
-    with open(path, encoding="utf-8") as f:
-      return json.load(f)
-  except FileNotFoundError:
-    raise SystemExit(f"error: {what} file {path} does not exist") from None
-  except json.JSONDecodeError as e:
-    raise SystemExit(f"error: {what} file {path} is not valid JSON: "
-                     f"{e}") from None
+  """Loads a JSON file; every failure is a `cli_errors.InputError` naming the file."""
+  return cli_errors.read_json(path, f"{what} JSON file")
+
+
+def check_annotations(records, path: str, what: str, need_sentences: bool) -> None:
+  """Refuses a wrong-shaped annotation file before anything is scored.
+
+  Args:
+    records: the parsed JSON.
+    path: the file, for messages.
+    what: "annotations" or "train annotations".
+    need_sentences: the file must hold at least one intent/before/after sentence (a training
+      file without any makes Novel = 1.0 for everything).
+
+  Raises:
+    cli_errors.InputError: naming the file, the record and the field.
+  """
+  if not isinstance(records, list):
+    raise cli_errors.InputError(
+        f"expected a JSON list of event records (as in the released {what} files), got a "
+        f"JSON {type(records).__name__.replace('dict', 'object').replace('str', 'string')}",
+        file=path)
+  if not records:
+    raise cli_errors.InputError(f"empty list; expected the event records of a VisualCOMET {what} "
+                                "file", file=path)
+  sentences = 0
+  for i, rec in enumerate(records):
+    if not isinstance(rec, dict):
+      raise cli_errors.InputError(
+          f"expected an event record (object with intent / before / after lists), got "
+          f"{type(rec).__name__}: {str(rec)[:40]!r}", file=path, record=f"record {i}")
+    for rel in protocol.RELATIONS:
+      if rel in rec:
+        sents = rec[rel]
+        if not isinstance(sents, list) or not all(isinstance(x, str) for x in sents):
+          raise cli_errors.InputError("expected a list of strings", file=path,
+                                      record=f"record {i}", field=rel)
+        sentences += len(sents)
+  if need_sentences and not sentences:
+    raise cli_errors.InputError(
+        f"no intent / before / after sentence in {len(records)} records; expected the "
+        f"{what} of VisualCOMET (needed for Novel)", file=path)
 
 
 def format_table(metrics: dict) -> str:
@@ -61,43 +93,52 @@ def format_table(metrics: dict) -> str:
   return "\n".join(lines)
 
 
+@cli_errors.entry_point
 def main(argv=None) -> int:
-  """CLI entry point; returns the exit status (0)."""
+  """CLI entry point; returns the exit status (0; 2 for bad input, one line on stderr)."""
   run(argv)
   return 0
 
 
 def run(argv=None) -> dict:
   """Parses `argv`, scores, prints the table; returns the metrics dict."""
-  parser = argparse.ArgumentParser(
+  parser = cli_errors.ArgumentParser(
       prog="python -m relations.evaluate commonsense",
       description="VisualCOMET generation metrics (official protocol).")
-  parser.add_argument("--annotations", required=True,
+  parser.add_argument("--annotations", required=True, type=cli_errors.existing_file,
                       help="reference annotations, e.g. val_annots.json")
-  parser.add_argument("--generations", required=True,
+  parser.add_argument("--generations", required=True, type=cli_errors.existing_file,
                       help="official generation output JSON")
-  parser.add_argument("--train-annotations", default=None,
+  parser.add_argument("--train-annotations", default=None, type=cli_errors.existing_file,
                       help="train_annots.json; enables Novel")
-  parser.add_argument("--output", default=None, help="metrics JSON to write")
+  parser.add_argument("--output", default=None, type=cli_errors.output_file,
+                      help="metrics JSON to write")
   parser.add_argument("--no-meteor", action="store_true",
-                      help="skip METEOR (the only metric always needing Java)")
-  parser.add_argument("--meteor-workers", type=int, default=None)
+                      help="skip METEOR (the only metric always needing Java; the official "
+                      "PTB tokenisation still runs Java for captions its pure-Python path "
+                      "does not cover)")
+  parser.add_argument("--meteor-workers", type=cli_errors.int_in(1, 256), default=None)
   args = parser.parse_args(argv)
 
   annotations = load_json(args.annotations, "annotations")
   generations = load_json(args.generations, "generations")
   train = (load_json(args.train_annotations, "train annotations")
            if args.train_annotations else None)
-  if not isinstance(annotations, list):
-    raise SystemExit(f"error: annotations file {args.annotations} must hold "
-                     "a JSON list of event records")
+  check_annotations(annotations, args.annotations, "annotations", need_sentences=False)
+  if train is not None:
+    check_annotations(train, args.train_annotations, "train annotations",
+                      need_sentences=True)
   try:
     metrics = protocol.score_generations(
         annotations, generations, train, meteor=not args.no_meteor,
         meteor_workers=args.meteor_workers, gens_name=args.generations,
         annots_name=args.annotations)
   except protocol.ProtocolError as e:
-    raise SystemExit(f"error: {e}") from None
+    raise cli_errors.InputError(str(e)) from None
+  except java_lib.JavaNotFoundError as e:
+    raise cli_errors.InputError(
+        f"{e} (--no-meteor skips only METEOR; the official PTB tokenisation, used by every "
+        "metric, runs the Stanford CoreNLP jar for these captions)") from None
   print(format_table(metrics))
   if args.output:
     write_json_atomic(args.output, metrics)

@@ -17,6 +17,14 @@ Every other global (os.system, builtins.eval, copyreg._reconstructor, any
 class) is rejected with `UnsafePickleError` naming the file and the global,
 before anything is called. After loading, object-dtype arrays (whose items
 could hide other objects) are rejected too.
+
+Allowed callables can still be asked for memory: `bytes(10**12)`,
+`bytearray(n)`, `numpy.ndarray((10**6, 10**6))` or `_reconstruct(ndarray,
+huge_shape, dtype)` allocate what a few bytes of pickle ask for. Each such
+call is checked before it runs, and all of them together may allocate at most
+`max(2 * len(pickle), 1 MiB)` bytes: a real data pickle never needs more than
+it holds (numpy's own pickles reconstruct a 0-size array and fill it from the
+file's bytes).
 """
 
 import builtins
@@ -63,11 +71,70 @@ for _name, _fn in _BUILTINS.items():
   _ALLOWED[('__builtin__', _name)] = _fn  # Python 2 protocol names.
 
 
-class _Unpickler(pickle.Unpickler):
+_MIN_BUDGET = 1 << 20
 
-  def __init__(self, f: BinaryIO, source: str):
+
+def _nbytes(shape, dtype) -> int:
+  """Bytes an array of `shape` and `dtype` needs (shape may be an int or a sequence)."""
+  dims = (shape,) if isinstance(shape, int) else tuple(shape)
+  n = np.dtype(dtype).itemsize
+  for d in dims:
+    if not isinstance(d, (int, np.integer)) or d < 0:
+      raise TypeError(f'bad array dimension {d!r}')
+    n *= int(d)
+  return n
+
+
+class _Unpickler(pickle._Unpickler):  # pylint: disable=protected-access
+  """The pure-Python unpickler (its opcodes can be checked) with an allocation budget."""
+
+  dispatch = dict(pickle._Unpickler.dispatch)  # pylint: disable=protected-access
+
+  def __init__(self, f: BinaryIO, source: str, budget: int):
     super().__init__(f)
     self._source = source
+    self._budget = budget
+
+  def _charge(self, func, args) -> None:
+    """Counts the bytes `func(*args)` would allocate; refuses a call over the budget."""
+    n = 0
+    try:
+      if func in (bytes, bytearray) and args:
+        a = args[0]
+        if isinstance(a, int) and not isinstance(a, bool):
+          n = a
+        elif isinstance(a, (bytes, bytearray, memoryview, str)):
+          n = len(a)
+      elif func is np.ndarray and args:
+        buffer = args[2] if len(args) > 2 else None
+        if buffer is None:
+          n = _nbytes(args[0], args[1] if len(args) > 1 else float)
+      elif func is _multiarray._reconstruct and len(args) >= 3:
+        n = _nbytes(args[1], args[2])
+    except (TypeError, ValueError, OverflowError) as e:
+      raise UnsafePickleError(f'{self._source}: bad arguments to '
+                              f'{getattr(func, "__name__", func)}: {e}') from None
+    if n > self._budget:
+      raise UnsafePickleError(
+          f'{self._source}: {getattr(func, "__name__", func)}(...) would allocate '
+          f'{n} bytes, more than this {self._budget}-byte budget allows (at most '
+          'twice the pickle\'s size, 1 MiB for small files); refusing.')
+    self._budget -= n
+
+  def load_reduce(self):
+    self._charge(self.stack[-2], self.stack[-1])
+    super().load_reduce()
+  dispatch[pickle.REDUCE[0]] = load_reduce
+
+  def load_newobj(self):
+    self._charge(self.stack[-2], self.stack[-1])
+    super().load_newobj()
+  dispatch[pickle.NEWOBJ[0]] = load_newobj
+
+  def load_newobj_ex(self):
+    self._charge(self.stack[-3], self.stack[-2])
+    super().load_newobj_ex()
+  dispatch[pickle.NEWOBJ_EX[0]] = load_newobj_ex
 
   def find_class(self, module, name):
     fn = _ALLOWED.get((module, name))
@@ -113,10 +180,12 @@ def loads(data: bytes, source: str = '<bytes>') -> Any:
     pickle.UnpicklingError: a corrupt pickle.
   """
   try:
-    obj = _Unpickler(io.BytesIO(data), source).load()
+    budget = max(2 * len(data), _MIN_BUDGET)
+    obj = _Unpickler(io.BytesIO(data), source, budget).load()
   except UnsafePickleError:
     raise
-  except (pickle.UnpicklingError, EOFError, ValueError, TypeError) as e:
+  except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError,
+          KeyError, AttributeError, RecursionError, MemoryError) as e:
     raise pickle.UnpicklingError(f'{source}: corrupt pickle: {e}') from e
   _check_values(obj, source)
   return obj

@@ -94,6 +94,11 @@ def evaluate_arrays(samples, protocol="doob", valid_only=False, border=0,
     `summarize_counts` dict plus "per_image" counts.
   """
   samples = list(samples)
+  for i, s in enumerate(samples):
+    h, w = np.shape(s["prob"])[:2]
+    if border * 2 >= min(h, w):  # border_mask would exclude every pixel: nothing to score
+      raise ValueError(f"image {s.get('id', i)}: a {border}-pixel border leaves no pixel of "
+                       f"the {h}x{w} image; expected --border <= {(min(h, w) - 1) // 2}")
   workers = num_workers or min(len(samples), os.cpu_count() or 1) or 1
   args = (protocol, nthresh, max_dist, border, with_ac)
   if workers <= 1:

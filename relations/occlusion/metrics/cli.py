@@ -15,11 +15,11 @@ on every GT pixel.  `--border`, `--valid-only` / `--all-orientations`
 override either.
 """
 
-import argparse
 import os
 import sys
 import time
 
+from relations import cli_errors
 from relations import io_util
 from relations.occlusion.data import formats as occlusion_formats
 from relations.occlusion.data import realoob_io
@@ -39,15 +39,15 @@ def format_table(summary, name="prediction"):
 
 
 def _write_json(path, obj):
-  io_util.write_json_atomic(path, obj, indent=1, newline=False)
+  io_util.write_json_atomic(path, obj, indent=1)
 
 
 def build_parser():
-  p = argparse.ArgumentParser(
+  p = cli_errors.ArgumentParser(
       prog="python -m relations.evaluate occlusion",
       description="Oriented occlusion-boundary evaluation (B-/O- ODS, OIS, "
       "AP and AC) without MATLAB.")
-  p.add_argument("--gt", required=True,
+  p.add_argument("--gt", required=True, type=cli_errors.existing_dir,
                  help="GT root: RealOOB layout, PIOD root (Data/, "
                  "val_doc_2010.txt), BSDS-ownership root (testfg/, "
                  "trainfg/), or a folder of PIOD / BSDS-ownership .mat files")
@@ -55,7 +55,8 @@ def build_parser():
                  choices=("auto",) + gt_readers.FORMATS,
                  help="GT format (default: detected from --gt; an error "
                  "when ambiguous)")
-  p.add_argument("--pred", required=True, help="prediction root")
+  p.add_argument("--pred", required=True, type=cli_errors.existing_dir,
+                 help="prediction root")
   p.add_argument("--protocol", default="doob", choices=("doob", "seval"),
                  help="doob: edge_nms once (default); seval: thin per "
                  "threshold, no NMS")
@@ -66,26 +67,29 @@ def build_parser():
                  action="store_false", help="O-metrics by doobscripts _poc "
                  "on every GT pixel (ignore valid/; default for piod and "
                  "bsds_ownership)")
-  p.add_argument("--border", type=int, default=None,
+  p.add_argument("--border", type=cli_errors.int_in(0, 10000), default=None,
                  help="border exclusion in pixels (default: realoob 2, "
                  "piod / bsds_ownership 0 as in doobscripts)")
   p.add_argument("--split", default=None,
                  help="realoob: ids from splits/X.txt (default: every id); "
                  "piod / bsds_ownership roots: test (default: "
                  "val_doc_2010.txt / testfg) or train")
-  p.add_argument("--nthresh", type=int, default=99)
-  p.add_argument("--max-dist", type=float, default=0.0075,
+  p.add_argument("--nthresh", type=cli_errors.int_in(1, 10000), default=99)
+  p.add_argument("--max-dist", type=cli_errors.float_in(0, 1, lo_open=True),
+                 default=0.0075,
                  help="tolerance, fraction of the image diagonal")
   p.add_argument("--no-orientation", action="store_true",
                  help="predictions have no orientation/ (B-metrics only)")
-  p.add_argument("--output", default=None, help="metrics JSON path")
-  p.add_argument("--plot", default=None,
+  p.add_argument("--output", default=None, type=cli_errors.output_file,
+                 help="metrics JSON path")
+  p.add_argument("--plot", default=None, type=cli_errors.output_file,
                  help="PR-curve PNG (default: next to --output)")
   p.add_argument("--name", default=None, help="method name for the table")
-  p.add_argument("--workers", type=int, default=None)
+  p.add_argument("--workers", type=cli_errors.int_in(1, 1024), default=None)
   return p
 
 
+@cli_errors.entry_point
 def main(argv=None):
   args = build_parser().parse_args(argv)
   t0 = time.time()
@@ -127,4 +131,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  sys.exit(main(sys.argv[1:]))
+  sys.exit(main())

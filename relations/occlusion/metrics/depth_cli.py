@@ -7,19 +7,19 @@ the layout's depth encoding) or `<DIR>/<id>.npy` (float [H, W], any positive
 scale).  `--inverse` marks disparity-like maps (larger = nearer).
 """
 
-import argparse
 import os
 import sys
 
 import numpy as np
 
-from relations import io_util
+from relations import cli_errors, io_util
 from relations.occlusion.data import realoob_io
 from relations.occlusion.metrics import depth_probes
 
 TABLE4 = ("R", "F1", "dbe_acc", "dbe_com", "F1_w", "R_w", "B-ODS", "B-OIS",
           "B-AP")
 TABLE5 = ("O-ODS", "O-OIS", "O-AP", "coverage", "d_ord_cond", "d_ord_joint")
+PROTOCOLS = ("i", "ii", "iii", "iv", "v")
 
 
 def _depth_path(root, image_id):
@@ -31,14 +31,41 @@ def _depth_path(root, image_id):
 
 
 def read_pred_depth(path, inverse=False):
-  """Reads a predicted depth map (PNG mm or .npy); returns float64 [H, W]."""
+  """Reads a predicted depth map (PNG mm or .npy); returns float64 [H, W].
+
+  Raises:
+    RealOOBFormatError: an unreadable file, a map that is not 2-D numbers, a non-finite or
+      negative value, or a map with no valid (> 0) pixel; each names the file.
+  """
   if path.endswith(".npy"):
-    d = np.load(path).astype(np.float64)
+    try:
+      d = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:
+      raise realoob_io.RealOOBFormatError(
+          f"{path}: not a readable .npy array ({e}); expected float [H, W] "
+          "depth") from None
+    if d.dtype.kind not in "fiu":
+      raise realoob_io.RealOOBFormatError(
+          f"{path}: depth must be numbers, got dtype {d.dtype}")
+    d = d.astype(np.float64)
     if d.ndim != 2:
       raise realoob_io.RealOOBFormatError(
           f"{path}: depth must be 2-D, got shape {d.shape}")
   else:
     d = realoob_io.read_depth(path).astype(np.float64)
+  bad = int(np.count_nonzero(~np.isfinite(d)))
+  if bad:
+    raise realoob_io.RealOOBFormatError(
+        f"{path}: {bad} non-finite depth values (NaN / inf); expected finite "
+        "depth, 0 = missing")
+  neg = int(np.count_nonzero(d < 0))
+  if neg:
+    raise realoob_io.RealOOBFormatError(
+        f"{path}: {neg} negative depth values (min {d.min():g}); expected "
+        "depth >= 0, 0 = missing")
+  if not np.any(d > 0):
+    raise realoob_io.RealOOBFormatError(
+        f"{path}: every pixel is 0 (missing); no depth to score")
   if inverse:
     d = np.where(d > 0, 1.0 / np.where(d > 0, d, 1.0), 0.0)
   return d
@@ -53,14 +80,19 @@ def format_tables(m):
   return "\n".join(lines)
 
 
+@cli_errors.entry_point
 def main(argv=None):
-  p = argparse.ArgumentParser(prog="python -m relations.evaluate depth")
-  p.add_argument("--gt", required=True)
-  p.add_argument("--depth", required=True)
+  p = cli_errors.ArgumentParser(prog="python -m relations.evaluate depth")
+  p.add_argument("--gt", required=True, type=cli_errors.existing_dir,
+                 help="GT root in the RealOOB layout")
+  p.add_argument("--depth", required=True, type=cli_errors.existing_dir,
+                 help="predicted depth: DIR/depth/<id>.png or DIR/<id>.npy")
   p.add_argument("--split", default=None)
   p.add_argument("--inverse", action="store_true")
-  p.add_argument("--protocols", default="i,ii,iii,iv,v")
-  p.add_argument("--output", default=None)
+  p.add_argument("--protocols", default=PROTOCOLS,
+                 type=cli_errors.names(PROTOCOLS),
+                 help="comma-separated subset of " + ",".join(PROTOCOLS))
+  p.add_argument("--output", default=None, type=cli_errors.output_file)
   args = p.parse_args(argv)
   try:
     ids = (realoob_io.read_split(args.gt, args.split) if args.split else
@@ -95,15 +127,16 @@ def main(argv=None):
   except realoob_io.RealOOBFormatError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
-  m = depth_probes.evaluate_depth(samples, tuple(args.protocols.split(",")))
+  m = depth_probes.evaluate_depth(samples, tuple(args.protocols))
   print(format_tables(m))
   print(f"({len(samples)} images)")
   if args.output:
-    io_util.write_json_atomic(args.output, dict(m, num_images=len(samples), ids=ids), indent=1,
-                              newline=False)
+    io_util.write_json_atomic(args.output,
+                              dict(m, num_images=len(samples), ids=ids),
+                              indent=1)
     print(f"wrote {args.output}")
   return 0
 
 
 if __name__ == "__main__":
-  sys.exit(main(sys.argv[1:]))
+  sys.exit(main())

@@ -56,6 +56,8 @@ from typing import Any, Iterable
 from etils import epath
 import numpy as np
 
+from relations.video_relations.data import categories as vrd_categories
+
 Box = tuple[Any, Any, Any, Any]
 GroundTruth = dict[str, list[dict[str, Any]]]
 
@@ -136,6 +138,10 @@ def load_json(path: str | epath.Path) -> Any:
     return json.loads(text)
   except json.JSONDecodeError as e:
     raise AnnotationError(f"{path}: malformed JSON: {e}") from e
+  except RecursionError:
+    raise AnnotationError(f"{path}: JSON nested too deeply to read") from None
+  except ValueError as e:  # an integer literal beyond Python's digit limit
+    raise AnnotationError(f"{path}: unreadable JSON value: {e}") from None
 
 
 def _field(record: dict, key: str, types, where: str):
@@ -337,10 +343,21 @@ def groundtruth_instances(raw: dict, path: str = "<memory>"
   return out
 
 
-def _groundtruth_from_json(data: Any, path: str) -> GroundTruth:
-  """Validates a consolidated ground-truth JSON and converts lists to tuples."""
+_ANNOTATION_KEYS = frozenset(("trajectories", "subject/objects", "relation_instances",
+                              "video_id", "frame_count"))
+
+
+def _groundtruth_from_json(data: Any, path: str, dataset: str | None = None) -> GroundTruth:
+  """Validates a consolidated ground-truth JSON and converts lists to tuples.
+
+  With `dataset`, every subject / object category and predicate must be one of its names.
+  """
   if not isinstance(data, dict):
     raise AnnotationError(f"{path}: ground truth must map video ids to lists")
+  known = None
+  if dataset is not None:
+    objects = set(vrd_categories.object_categories(dataset))
+    known = (objects, set(vrd_categories.predicates(dataset)), objects)
   out: GroundTruth = {}
   for vid, insts in data.items():
     if not isinstance(insts, list):
@@ -352,6 +369,12 @@ def _groundtruth_from_json(data: Any, path: str) -> GroundTruth:
       duration = _field(inst, "duration", list, w)
       if (len(triplet) != 3 or not all(isinstance(t, str) for t in triplet)):
         raise AnnotationError(f"{w}: field 'triplet' must be 3 strings")
+      if known is not None:
+        for name, pool, what in zip(triplet, known, ("subject category", "predicate",
+                                                     "object category")):
+          if name not in pool:
+            raise AnnotationError(f"{w}: field 'triplet': {name!r} is not a known {dataset} "
+                                  f"{what}")
       if (len(duration) != 2 or
           not all(isinstance(d, int) and not isinstance(d, bool)
                   for d in duration)):
@@ -411,14 +434,20 @@ def load_groundtruth(path: str | epath.Path,
       raise FileNotFoundError(f"{path}: no *.json annotation files below it")
   else:
     data = load_json(path)
-    if not (isinstance(data, dict) and "trajectories" in data):
-      return _groundtruth_from_json(data, str(path))
+    # One annotation file has these keys; a consolidated GT JSON maps video ids to lists. An
+    # annotation file missing `trajectories` must be reported as such, not read as GT JSON.
+    if not (isinstance(data, dict) and _ANNOTATION_KEYS & data.keys()):
+      return _groundtruth_from_json(data, str(path), dataset)
     files = [path]
+  names = {}
+  if dataset is not None:
+    names = {"categories": vrd_categories.object_categories(dataset),
+             "predicates": vrd_categories.predicates(dataset)}
   out: GroundTruth = {}
   source: dict[str, str] = {}
   for f in files:
     raw = load_json(f)
-    anno = parse_annotation(raw, str(f), dataset=dataset)
+    anno = parse_annotation(raw, str(f), dataset=dataset, **names)
     if anno.video_id in out:
       raise AnnotationError(f"{f}: video_id {anno.video_id} also in "
                             f"{source[anno.video_id]}")

@@ -25,13 +25,13 @@ others are still scored. --official-lines prints the official script's six
 lines after each evaluation's table.
 """
 
-import argparse
 import queue
 import sys
 import threading
 
 import numpy as np
 
+from relations import cli_errors
 from relations.video_relations.data import annotations as vrd_json
 from relations.video_relations.metrics import fastjson
 from relations.video_relations.metrics import io
@@ -170,19 +170,22 @@ def _pass(path, gt_job, protocol, dataset, validate_too=True):
   return consumer
 
 
+@cli_errors.entry_point
 def main(argv=None) -> int:
-  ap = argparse.ArgumentParser(
+  ap = cli_errors.ArgumentParser(
       prog="python -m relations.evaluate video_relations",
       description="Video relation detection / tagging, official numbers.")
-  ap.add_argument("--groundtruth", required=True)
-  ap.add_argument("--prediction", required=True)
+  ap.add_argument("--groundtruth", required=True, type=cli_errors.existing_path)
+  ap.add_argument("--prediction", required=True, type=cli_errors.existing_file)
   ap.add_argument("--protocol", choices=scoring.PROTOCOLS, default="helper")
-  ap.add_argument("--zero-shot", dest="zero_shot", metavar="TRAIN_GT")
+  ap.add_argument("--zero-shot", dest="zero_shot", metavar="TRAIN_GT",
+                  type=cli_errors.existing_path)
   ap.add_argument("--per-video", dest="per_video", action="store_true")
   ap.add_argument("--dataset", choices=["vidor", "vidvrd"],
                   help="category lists for the validator (default: from "
                   "the video ids)")
-  ap.add_argument("--output", help="write the metrics JSON here")
+  ap.add_argument("--output", help="write the metrics JSON here",
+                  type=cli_errors.output_file)
   ap.add_argument("--official-lines", action="store_true",
                   help="also print the official script's six lines")
   args = ap.parse_args(argv)

@@ -14,6 +14,7 @@ import glob
 import json
 import lzma
 import os
+import re
 from typing import Any
 
 import numpy as np
@@ -28,25 +29,100 @@ class SubmissionError(ValueError):
   """A submission file that cannot be read as JSON."""
 
 
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+def _object_members(text: str, i: int, value_at, dups: list):
+  """Parses the JSON object at text[i] == "{" member by member; returns (dict, end).
+
+  `value_at(key, j)` parses the value starting at j and returns (value, end). Keys seen twice
+  go to `dups` (the standard parser keeps the last one silently).
+  """
+  out = {}
+  i = _WS.match(text, i + 1).end()
+  if text.startswith("}", i):
+    return out, i + 1
+  while True:
+    if not text.startswith('"', i):
+      raise json.JSONDecodeError("Expecting property name enclosed in double quotes", text, i)
+    key, i = json.decoder.scanstring(text, i + 1)
+    i = _WS.match(text, i).end()
+    if not text.startswith(":", i):
+      raise json.JSONDecodeError("Expecting ':' delimiter", text, i)
+    value, i = value_at(key, _WS.match(text, i + 1).end())
+    if key in out:
+      dups.append(key)
+    out[key] = value
+    i = _WS.match(text, i).end()
+    if text.startswith(",", i):
+      i = _WS.match(text, i + 1).end()
+    elif text.startswith("}", i):
+      return out, i + 1
+    else:
+      raise json.JSONDecodeError("Expecting ',' delimiter", text, i)
+
+
+def _loads_submission(text: str, dups: list) -> Any:
+  """`json.loads(text)`, noting duplicated keys of the top level and of `results`.
+
+  The two outer levels are walked here (a few thousand members); every video's prediction
+  list is parsed by the C decoder in one call, so this costs what `json.loads` costs.
+  """
+  decoder = json.JSONDecoder()
+  i = _WS.match(text, 0).end()
+  if not text.startswith("{", i):
+    return json.loads(text)
+
+  def top_value(key, j):
+    if key == "results" and text.startswith("{", j):
+      return _object_members(text, j, lambda _, k: decoder.raw_decode(text, k), dups)
+    return decoder.raw_decode(text, j)
+
+  obj, i = _object_members(text, i, top_value, dups)
+  i = _WS.match(text, i).end()
+  if i != len(text):
+    raise json.JSONDecodeError("Extra data", text, i)
+  return obj
+
+
 def load_submission(path: str) -> Any:
   """Parses a submission `.json` or `.json.xz` (detected by content).
 
   Raises:
     FileNotFoundError: no such file.
-    SubmissionError: unreadable / not JSON, naming the file.
+    SubmissionError: unreadable / not JSON / a video (or top-level key) listed twice, naming
+      the file.
   """
+  if os.path.isdir(path):
+    raise SubmissionError(f"{path}: is a directory; expected a submission .json / .json.xz")
   with open(path, "rb") as f:
     head = f.read(6)
+  dups = []
   try:
     if head.startswith(b"\xfd7zXZ\x00"):
       with lzma.open(path, "rt", encoding="utf-8") as f:
-        return json.load(f)
-    with open(path, "r", encoding="utf-8") as f:
-      return json.load(f)
+        text = f.read()
+    else:
+      with open(path, "r", encoding="utf-8") as f:
+        text = f.read()
+    sub = _loads_submission(text, dups)
   except (lzma.LZMAError, EOFError, UnicodeDecodeError) as e:
     raise SubmissionError(f"{path}: cannot decompress / decode: {e}") from e
   except json.JSONDecodeError as e:
     raise SubmissionError(f"{path}: malformed JSON: {e}") from e
+  except RecursionError:
+    raise SubmissionError(f"{path}: JSON nested too deeply; expected a submission "
+                          "{\"results\": {video_id: [...]}}") from None
+  except ValueError as e:  # an integer literal beyond Python's digit limit
+    raise SubmissionError(f"{path}: unreadable JSON value: {e}") from None
+  if dups:
+    videos = set(sub.get("results") or {}) if isinstance(sub, dict) else set()
+    what = "video" if dups[0] in videos else "key"
+    raise SubmissionError(
+        f"{path}: {what} {dups[0]!r} appears more than once ({len(dups)} duplicated key(s)); "
+        "JSON readers keep only the last, so the other predictions would be lost. Merge them "
+        "into one entry")
+  return sub
 
 
 # The official loaders' patterns (xdshang/VidVRD-helper and NExTplusplus

@@ -5,7 +5,7 @@ field. Two levels:
 
   error    the record breaks the format so that the official scorer fails
            on it whenever it touches it (missing fields, wrong types, boxes
-           that are not 4 numbers, a `results` that is not an object). The CLI
+           that are not 4 finite numbers, a `results` that is not an object). The CLI
            refuses a submission with errors.
   warning  the official scorer still scores it, with its quirks, and so do
            we: `version` missing or not "VERSION 1.0" (the scorer reads only
@@ -13,7 +13,7 @@ field. Two levels:
            count that differs from the duration (volumes use the list
            length; a box needed by the shared window that is missing makes
            the scorer raise, which scoring reports exactly), inverted boxes
-           (not clipped, "+1" areas), non-finite scores or coordinates,
+           (not clipped, "+1" areas), non-finite scores,
            empty durations, per-video counts over the protocol limit (VRU'19
            rules: at most 2000; VRU'20 scorer: keeps the top 200 - the
            official cut is applied, never a refusal), predictions for videos
@@ -28,7 +28,6 @@ field. Two levels:
 into columns (`fastjson`), as the CLI does.
 """
 
-import argparse
 import collections
 import dataclasses
 import itertools
@@ -38,6 +37,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from relations import cli_errors
 from relations.video_relations.data import categories as vrd_categories
 
 VERSION = "VERSION 1.0"
@@ -111,9 +111,11 @@ def _check_traj(traj, key, duration_len, add):
   if duration_len is not None and len(traj) != duration_len:
     add("warning", key, f"{len(traj)} boxes for a duration of "
         f"{duration_len} frames (one box per frame expected)")
-  flat = list(_chain(traj))
-  if not all(map(math.isfinite, flat)):
-    add("warning", key, "non-finite coordinates")
+  nonfinite = [j for j, b in enumerate(traj) if not all(map(math.isfinite, b))]
+  if nonfinite:
+    # The scorer's integer box areas cannot hold NaN / inf: refuse here, by box.
+    add("error", key, f"{len(nonfinite)} boxes with non-finite coordinates (first: box "
+        f"{nonfinite[0]}: {list(traj[nonfinite[0]])}); expected finite numbers")
     return
   inverted = [j for j, b in enumerate(traj) if b[0] > b[2] or b[1] > b[3]]
   if inverted:
@@ -404,12 +406,14 @@ def validate_file(path: str, groundtruth: Mapping | None = None,
   return v.report()
 
 
+@cli_errors.entry_point
 def main(argv=None) -> int:
   from relations.video_relations.metrics import io# pylint: disable=g-import-not-at-top
-  ap = argparse.ArgumentParser(description="Validate a VidOR / VidVRD "
-                               "relation detection submission.")
-  ap.add_argument("prediction")
-  ap.add_argument("--groundtruth")
+  ap = cli_errors.ArgumentParser(
+      prog="python -m relations.video_relations.metrics.validate",
+      description="Validate a VidOR / VidVRD relation detection submission.")
+  ap.add_argument("prediction", type=cli_errors.existing_file)
+  ap.add_argument("--groundtruth", type=cli_errors.existing_path)
   ap.add_argument("--protocol", choices=sorted(LIMITS), default="helper")
   ap.add_argument("--dataset", choices=["vidor", "vidvrd"])
   args = ap.parse_args(argv)

@@ -84,3 +84,46 @@ def test_codecs_only_latin1():
 def test_corrupt_pickle_message():
   with pytest.raises(pickle.UnpicklingError, match="f.pkl: corrupt pickle"):
     safe_pickle.loads(b"\x80\x04garbage", source="f.pkl")
+
+
+class _Call:
+  """Pickles as `func(*args)` (the unpickler would run the call)."""
+
+  def __init__(self, func, args):
+    self.func, self.args = func, args
+
+  def __reduce__(self):
+    return (self.func, self.args)
+
+
+@pytest.mark.parametrize("func,args,what", [
+    (bytes, (10**12,), "bytes"),
+    (bytearray, (10**12,), "bytearray"),
+    (np.ndarray, ((10**6, 10**6), "f8"), "ndarray"),
+    (np._core.multiarray._reconstruct, (np.ndarray, (10**6, 10**6), b"b"), "_reconstruct"),
+])
+def test_huge_allocations_refused_before_they_run(func, args, what):
+  data = pickle.dumps({"image_features": _Call(func, args)}, protocol=2)
+  assert len(data) < 300
+  with pytest.raises(safe_pickle.UnsafePickleError,
+                     match=rf"feat\.pkl: {what}\(\.\.\.\) would allocate \d+ bytes, more than "
+                     r"this 1048576-byte budget"):
+    safe_pickle.loads(data, source="feat.pkl")
+
+
+def test_many_small_allocations_share_one_budget():
+  # Ten distinct 600 kB bytearrays: each fits in 1 MiB, together they do not.
+  data = pickle.dumps([_Call(bytearray, (600_000,)) for _ in range(10)], protocol=2)
+  with pytest.raises(safe_pickle.UnsafePickleError, match=r"bytearray\(\.\.\.\) would allocate "
+                     r"600000 bytes, more than this 448576-byte budget"):
+    safe_pickle.loads(data)
+  # One fits.
+  assert safe_pickle.loads(pickle.dumps([_Call(bytearray, (600_000,))])) == [
+      bytearray(600_000)]
+
+
+def test_large_real_arrays_still_load():
+  # 8 MB of float64 (numpy's own pickles: a 0-size array filled from the file's bytes).
+  big = np.arange(10**6, dtype=np.float64)
+  for protocol in (2, 4, 5):
+    np.testing.assert_array_equal(safe_pickle.loads(pickle.dumps(big, protocol=protocol)), big)

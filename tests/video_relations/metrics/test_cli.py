@@ -240,3 +240,34 @@ def test_groundtruth_table_of_an_annotation_folder(tmp_path, dataset):
   np.testing.assert_array_equal(got.offset, want.offset)
   train = vrd_io.read_groundtruth_table(str(tmp_path), keep_boxes=False)
   assert train.triplets == want.triplets and len(train.boxes) == 0
+@pytest.mark.parametrize("text", [
+    '{}', ' {\n} ', '{"results": {}}', '{"results": {"a": [], "b": [1, 2]}, "version": "V"}',
+    '{"results": [1]}', '[1, 2]', '{"a": NaN, "results": {"v": [{"s": Infinity}]}}',
+    '{\n "results" : {\n  "v\\u00e9" : [ ] ,\n  "w": {"x": {"x": 1, "x": 2}} } }\n'])
+def test_submission_reader_equals_json_loads(text):
+  dups = []
+  assert json.dumps(vrd_io._loads_submission(text, dups)) == json.dumps(json.loads(text))
+  assert dups == []  # duplicates below the video level are not the reader's business
+
+
+@pytest.mark.parametrize("text", [
+    '{"results": {"a": [] "b": []}}', '{"results": {"a": []}} x', '{"a" 1}', '{"a": [1,}'])
+def test_submission_reader_errors_equal_json_loads(text):
+  with pytest.raises(json.JSONDecodeError) as ours:
+    vrd_io._loads_submission(text, [])
+  with pytest.raises(json.JSONDecodeError) as theirs:
+    json.loads(text)
+  assert str(ours.value) == str(theirs.value)
+
+
+def test_duplicated_video_is_refused(tmp_path, capsys):
+  one = json.dumps([pred(NEXT, 0.9, (0, 2), SQ, FAR)])
+  path = tmp_path / "dup.json"
+  path.write_text('{"version": "VERSION 1.0", "results": {"1": %s, "2": [], "1": %s}}'
+                  % (one, one))
+  with pytest.raises(vrd_io.SubmissionError, match=r"dup\.json: video '1' appears more than "
+                     r"once \(1 duplicated key\(s\)\)"):
+    vrd_io.load_submission(str(path))
+  path.write_text('{"results": {}, "results": {}}')
+  with pytest.raises(vrd_io.SubmissionError, match="key 'results' appears more than once"):
+    vrd_io.load_submission(str(path))
