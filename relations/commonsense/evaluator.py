@@ -107,8 +107,7 @@ class Evaluator:
   # ---------------------------------------------------------------- generation
   def generate(self, params, rng=None) -> list[dict]:
     """Official generation records for the eval split."""
-    src = task.make_builder(self.config, "generation").as_data_source(
-        self.ec.split)
+    src = task.make_source(self.config, "generation", self.ec.split)
     n = len(src)
     if int(self.ec.get("max_records", 0)):
       n = min(n, int(self.ec.max_records))
@@ -128,8 +127,7 @@ class Evaluator:
 
   # ---------------------------------------------------------------- Acc@50
   def _score_fn(self, params):
-    src = task.make_builder(self.config, "training").as_data_source(
-        self.ec.split)
+    src = task.make_source(self.config, "training", self.ec.split)
     first = {}
     for i in range(len(src)):
       ex = src[i]

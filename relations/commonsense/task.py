@@ -58,18 +58,38 @@ def layout(config) -> sequence.Layout:
 
 
 # ---------------------------------------------------------------- data
-def make_builder(config, expansion: str):
-  """Builds if needed and returns the `visualcomet` builder for `expansion`."""
+def _builders(config, expansion: str):
+  """(expansion builder, image-table builder), each built if needed."""
   from relations import tfds_util# pylint: disable=g-import-not-at-top
   from relations.commonsense.data.visualcomet import visualcomet_dataset_builder as vb# pylint: disable=g-import-not-at-top
   name = expansion + ("_features" if config.model.visual == "features" else "")
-  return tfds_util.ensure_built(vb.Builder, config.data.data_dir,
-                                config.data.manual_dir or None, config=name)
+  built = [tfds_util.ensure_built(vb.Builder, config.data.data_dir,
+                                  config.data.manual_dir or None, config=n)
+           for n in (name, vb.table_config(name))]
+  return built[0], built[1]
+
+
+def make_builder(config, expansion: str):
+  """Builds if needed and returns the `visualcomet` builder for `expansion`.
+
+  Its examples refer to the image table (built too); read them joined with
+  `make_source`.
+  """
+  return _builders(config, expansion)[0]
+
+
+def make_source(config, expansion: str, split: str):
+  """Random-access examples of `expansion`/`split`, joined with their image table.
+
+  `visual=features` configs read the features stored once per image and never
+  touch a JPEG; `visual=vit` decodes the image (`DataSource`).
+  """
+  from relations.commonsense.data.visualcomet import visualcomet_dataset_builder as vb# pylint: disable=g-import-not-at-top
+  return vb.DataSource(*_builders(config, expansion), split)
 
 
 def make_train_source(config):
-  return make_builder(config, "training").as_data_source(
-      config.data.get("train_split", "train"))
+  return make_source(config, "training", config.data.get("train_split", "train"))
 
 
 def _mask_segments(ids, labels, lay, eos, event: bool, place: bool):
