@@ -38,20 +38,19 @@ def make_builder(config):
 
 
 class TrainSource:
-  """The training split, decoding only the fields training reads (picklable for grain workers).
+  """The training split, reading only what training uses (picklable for grain workers).
 
-  `as_data_source` decodes every feature of an example, including the
-  full-size float32 `depth` map that no training config uses; this source
-  parses the stored record and decodes `id`, `image`, `boundaries`,
-  `orientation`, `valid` (plus `depth` when `with_depth`).
+  `as_data_source` decodes every feature of an example: the full-size float32
+  `depth` map no training config uses and three zlib-compressed [A, H, W]
+  label maps. This source parses the stored record and decodes `id`, `image`
+  and the sparse OB pixels `ob` (the dense maps are only rebuilt inside the
+  crop window, `occlusion_pp.train_example`); `depth` only when `with_depth`.
   """
-
-  _KEYS = ("id", "image", "boundaries", "orientation", "valid")
 
   def __init__(self, builder, split, with_depth=False):
     import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
     self._features = builder.info.features
-    self._keys = self._KEYS + (("depth",) if with_depth else ())
+    self._keys = ("id", "image", "ob") + (("depth",) if with_depth else ())
     self._raw = builder.as_data_source(
         split, deserialize_method=tfds.decode.DeserializeMethod.RAW_BYTES)
 
@@ -85,7 +84,10 @@ def preprocess_train(example, rng, config):
                                      tuple(inp.crop_size), **kw)
   # Crop first: only the window under the crop is decoded to float and
   # transformed (`train_example`).
-  num_ann = np.asarray(example["boundaries"]).shape[0]
+  if "ob" in example:     # TrainSource: sparse labels
+    num_ann = int(example["ob"]["annotators"])
+  else:
+    num_ann = np.asarray(example["boundaries"]).shape[0]
   return occlusion_pp.train_example(example, int(rng.integers(num_ann)), rng,
                                     tuple(inp.crop_size), **kw)
 

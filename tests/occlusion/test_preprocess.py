@@ -228,16 +228,24 @@ def test_train_example_reads_only_the_window(scene):
   example = {"id": "x", "image": scene["image"].astype(np.uint8),
              "boundaries": np.stack([scene["boundaries"], ~scene["boundaries"]]),
              "orientation": np.stack([scene["orientation"]] * 2).astype(np.float32),
-             "valid": np.stack([scene["valid"]] * 2),
+             # valid is a subset of the boundaries (builder contract).
+             "valid": np.stack([scene["valid"],
+                                ~scene["boundaries"] & (np.arange(w) % 3 == 0)]),
              "depth": None}       # never read
+  from relations.occlusion.data.occlusion_boundaries import occlusion_boundaries_dataset_builder as ob  # pylint: disable=g-import-not-at-top
+  sparse = {"id": "x", "image": example["image"],
+            "ob": ob.sparse_labels(example["boundaries"], example["orientation"],
+                                   example["valid"])}
+  assert sparse["ob"]["annotators"] == 2 and sparse["ob"]["width"] == w
   for ann in (0, 1):
     for seed in range(6):
       kw = dict(crop_size=(20, 30), scale_range=(0.8, 1.2))
-      got = pp.train_example(example, ann, np.random.default_rng(seed), **kw)
       want = pp.train_sample(pp.decode(example, ann), np.random.default_rng(seed), **kw)
-      for k in want:
-        np.testing.assert_array_equal(got[k], want[k])
-  del rng, h, w
+      for ex in (example, sparse):
+        got = pp.train_example(ex, ann, np.random.default_rng(seed), **kw)
+        for k in want:
+          np.testing.assert_array_equal(got[k], want[k])
+  del rng, h
 
 
 def test_sixteen_variants_are_distinct_and_first_is_identity(scene):

@@ -237,17 +237,40 @@ def train_example(example, annotator, rng, crop_size, scale_range=(1.0, 1.0),
                   flips=True, rotations=True, photometric_strength=1.0):
   """`train_sample` of `decode(example, annotator)`, decoding only the crop's window.
 
+  `example` holds dense [A, H, W] labels, or the builder's sparse `ob` pixels
+  (`relations.occlusion.task.TrainSource`), which are scattered into the
+  window only.
+
   Only the source window under the crop is converted to float, rescaled,
   rotated and flipped (a 768x1024 image with 320x320 crops: ~1/5 of the
   pixels at scale 1); the example's other fields (depth) are never touched.
   """
-  hw = np.asarray(example["boundaries"]).shape[1:]
+  if "ob" in example:
+    ob = example["ob"]
+    hw = (int(ob["height"]), int(ob["width"]))
+    mine = np.asarray(ob["annotator"]) == annotator
+    ys, xs = np.divmod(np.asarray(ob["index"])[mine], hw[1])
+    theta = np.asarray(ob["orientation"])[mine]
+    ok = np.asarray(ob["valid"])[mine]
+  else:
+    hw = np.asarray(example["boundaries"]).shape[1:]
 
   def window(y0, y1, x0, x1):
     win = {"image": np.asarray(example["image"])[y0:y1, x0:x1],
            "id": example.get("id")}
-    for k in ("boundaries", "orientation", "valid"):
-      win[k] = np.asarray(example[k])[annotator:annotator + 1, y0:y1, x0:x1]
+    if "ob" in example:   # sparse OB pixels -> dense maps of the window only
+      inside = (ys >= y0) & (ys < y1) & (xs >= x0) & (xs < x1)
+      yy, xx = ys[inside] - y0, xs[inside] - x0
+      shape = (1, y1 - y0, x1 - x0)
+      win["boundaries"] = np.zeros(shape, bool)
+      win["orientation"] = np.zeros(shape, np.float32)
+      win["valid"] = np.zeros(shape, bool)
+      win["boundaries"][0, yy, xx] = True
+      win["orientation"][0, yy, xx] = theta[inside]
+      win["valid"][0, yy, xx] = ok[inside]
+    else:
+      for k in ("boundaries", "orientation", "valid"):
+        win[k] = np.asarray(example[k])[annotator:annotator + 1, y0:y1, x0:x1]
     return decode(win, 0)
   return augment(window, hw, rng, crop_size, scale_range, flips, rotations,
                  photometric_strength)
