@@ -65,7 +65,10 @@ def get_config(arg=None):
       max_pairs=64,            # trajectory pairs per clip
       box_jitter=0.05,         # relative jitter of GT boxes for the relation head
       flip_prob=0.5 if arg.dataset == "vidor" else 0.0,   # VidVRD has left/right
-      num_threads=8,
+      num_threads=2,
+      # grain worker processes: ~800 clips/s per v4-32 host at ~250/s per
+      # core (bench/input_pipeline.py).
+      num_workers=8,
   )
   c.model = dict(
       vit_variant="B/16",
@@ -134,7 +137,8 @@ def get_config(arg=None):
     c.data.builder_config = "fps6_short96"
     c.input.update(batch_size=8, image_size=(96, 128), clip_frames=4,
                    clip_stride=1,
-                   max_objects=6, max_pairs=24, box_jitter=0.03, num_threads=2)
+                   max_objects=6, max_pairs=24, box_jitter=0.03, num_threads=2,
+                   num_workers=0)
     c.model.vit_variant = ""
     # Patch 8: objects are ~17 px; a 16 px grid localises them too coarsely
     # (AP50 0.25 vs 0.35 after ~500 steps).

@@ -245,6 +245,8 @@ def test_train_example_reads_only_the_window(scene):
         got = pp.train_example(ex, ann, np.random.default_rng(seed), **kw)
         for k in want:
           np.testing.assert_array_equal(got[k], want[k])
+    for k, v in pp.decode(example, ann).items():     # the offline 16x path decodes whole
+      np.testing.assert_array_equal(pp.decode(sparse, ann)[k], v)
   del rng, h
 
 

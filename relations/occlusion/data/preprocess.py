@@ -34,12 +34,17 @@ def decode(example, annotator=0):
 
   Args:
     example: dict with "image" uint8 [H, W, 3], "boundaries"/"valid" bool
-      [A, H, W], "orientation" float32 [A, H, W].
+      [A, H, W], "orientation" float32 [A, H, W] (or the sparse "ob" pixels
+      of `relations.occlusion.task.TrainSource`).
     annotator: which of the A annotations to use.
 
   Returns:
     A sample dict (see module docstring).
   """
+  if "boundaries" not in example and "ob" in example:   # sparse OB pixels
+    example = {"id": example.get("id"), "image": example["image"],
+               **dense_labels(example["ob"], annotator)}
+    annotator = 0
   img = np.asarray(example["image"])
   if img.ndim != 3 or img.shape[2] != 3 or img.dtype != np.uint8:
     raise ValueError(f"example {example.get('id')!r}: image must be uint8 "
@@ -53,6 +58,19 @@ def decode(example, annotator=0):
       "valid": np.asarray(example["valid"])[annotator].astype(np.float32),
       "mask": np.ones(b.shape, np.float32),
   }
+
+
+def dense_labels(ob, annotator):
+  """The builder's sparse `ob` pixels -> [1, H, W] boundaries / orientation / valid of one annotator."""
+  h, w = int(ob["height"]), int(ob["width"])
+  mine = np.asarray(ob["annotator"]) == annotator
+  idx = np.asarray(ob["index"])[mine]
+  out = {"boundaries": np.zeros(h * w, bool), "orientation": np.zeros(h * w, np.float32),
+         "valid": np.zeros(h * w, bool)}
+  out["boundaries"][idx] = True
+  out["orientation"][idx] = np.asarray(ob["orientation"])[mine]
+  out["valid"][idx] = np.asarray(ob["valid"])[mine]
+  return {k: v.reshape(1, h, w) for k, v in out.items()}
 
 
 def _fix_orientation(s, fn):
