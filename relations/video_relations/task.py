@@ -100,7 +100,8 @@ def _model_frames(batch):
   if frames.dtype != jnp.uint8:
     return frames
   valid = batch["frame_valid"][:, :, None, None, None]
-  return jnp.where(valid, normalise_frames(frames), 0.0)
+  # XLA multiplies by 1 / 127.5 (255 -> 1.0000001): clip to the host's range.
+  return jnp.where(valid, jnp.clip(normalise_frames(frames), -1.0, 1.0), 0.0)
 
 
 def relation_labels(rel, slot_of, seg_start, seg_end, num_predicates,
