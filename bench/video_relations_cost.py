@@ -32,7 +32,7 @@ def abstract_batch(config):
   h, w = inp.image_size
   k = int(config.model.num_predicates)
   s = jax.ShapeDtypeStruct
-  return {"frames": s((b, t, h, w, 3), jnp.float32),
+  return {"frames": s((b, t, h, w, 3), jnp.uint8),
           "frame_valid": s((b, t), jnp.bool_),
           "frame_time": s((b, t), jnp.float32),
           "boxes": s((b, t, m, 4), jnp.float32),

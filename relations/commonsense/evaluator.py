@@ -119,8 +119,7 @@ class Evaluator:
 
   # ---------------------------------------------------------------- generation
   def generation_source(self):
-    src = task.make_builder(self.config, "generation").as_data_source(
-        self.ec.split)
+    src = task.make_source(self.config, "generation", self.ec.split)
     n = len(src)
     if int(self.ec.get("max_records", 0)):
       n = min(n, int(self.ec.max_records))
@@ -180,8 +179,7 @@ class Evaluator:
     before the relation token) runs once and its candidates continue it
     (`VLGenerator.continuation_scores`).
     """
-    src = task.make_builder(self.config, "training").as_data_source(
-        self.ec.split)
+    src = task.make_source(self.config, "training", self.ec.split)
     records = rank.expand_records(annotations)
     # Builder examples in the order of the rank expansion; one per
     # (event, relation, inference) key.

@@ -36,8 +36,33 @@ def make_builder(config):
                                 config=config.data.builder_config)
 
 
+class TrainSource:
+  """The training split, reading only what training uses (picklable for grain workers).
+
+  `as_data_source` decodes every feature of an example: the full-size float32
+  `depth` map no training config uses and three zlib-compressed [A, H, W]
+  label maps. This source parses the stored record and decodes `id`, `image`
+  and the sparse OB pixels `ob` (the dense maps are only rebuilt inside the
+  crop window, `occlusion_pp.train_example`); `depth` only when `with_depth`.
+  """
+
+  def __init__(self, builder, split, with_depth=False):
+    import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+    self._features = builder.info.features
+    self._keys = ("id", "image", "ob") + (("depth",) if with_depth else ())
+    self._raw = builder.as_data_source(
+        split, deserialize_method=tfds.decode.DeserializeMethod.RAW_BYTES)
+
+  def __len__(self):
+    return len(self._raw)
+
+  def __getitem__(self, index):
+    raw = self._features._example_parser_np.parse_example(self._raw[index])  # pylint: disable=protected-access
+    return {k: self._features[k].decode_example_np(raw[k]) for k in self._keys}
+
+
 def make_train_source(config):
-  src = make_builder(config).as_data_source(config.data.train_split)
+  src = TrainSource(make_builder(config), config.data.train_split)
   if config.data.get("offline_16x", False):
     return occlusion_pp.ExpandedSource(src, 16)
   return src
@@ -50,16 +75,20 @@ def preprocess_train(example, rng, config):
     dict image [h, w, 3], boundary, orientation, valid, mask [h, w] (float32),
     (h, w) = config.input.crop_size.
   """
+  inp = config.input
+  kw = dict(scale_range=tuple(inp.scale_range), flips=inp.flips,
+            rotations=inp.rotations, photometric_strength=inp.photometric)
   if "sample" in example:
-    sample = example["sample"]
+    return occlusion_pp.train_sample(example["sample"], rng,
+                                     tuple(inp.crop_size), **kw)
+  # Crop first: only the window under the crop is decoded to float and
+  # transformed (`train_example`).
+  if "ob" in example:     # TrainSource: sparse labels
+    num_ann = int(example["ob"]["annotators"])
   else:
     num_ann = np.asarray(example["boundaries"]).shape[0]
-    sample = occlusion_pp.decode(example, int(rng.integers(num_ann)))
-  inp = config.input
-  return occlusion_pp.train_sample(
-      sample, rng, tuple(inp.crop_size), scale_range=tuple(inp.scale_range),
-      flips=inp.flips, rotations=inp.rotations,
-      photometric_strength=inp.photometric)
+  return occlusion_pp.train_example(example, int(rng.integers(num_ann)), rng,
+                                    tuple(inp.crop_size), **kw)
 
 
 # ---------------------------------------------------------------- model

@@ -8,12 +8,14 @@ shards) and a run restarted at step s continues with exactly the batch an uninte
 have seen. Each example is preprocessed with an rng seeded by (seed, e, index), so augmentation is
 reproducible too.
 
+The stream runs on grain (`TrainStream.dataset`): optional worker processes (`num_workers`, grain's
+`mp_prefetch`) and reader threads prepare whole batches, so neither changes the data order.
+
 Evaluation has its own sharded loop (`relations.train.eval_loop`).
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 from typing import Any, Callable, Iterator, Mapping
 
 import jax
@@ -46,12 +48,69 @@ def to_global(local_batch: dict[str, np.ndarray], mesh: Mesh) -> dict[str, jax.A
   return {k: jax.make_array_from_process_local_data(sh, v) for k, v in local_batch.items()}
 
 
+class _Reader:
+  """Local position j of this process -> preprocessed example (picklable, for grain workers).
+
+  Local position j is row j % local_batch of step j // local_batch; see the module docstring for
+  its global position, epoch, source index and rng.
+  """
+
+  def __init__(self, source, preprocess: Preprocess, seed: int, n: int, global_batch: int,
+               local_batch: int, process_index: int):
+    self.source, self.preprocess, self.seed, self.n = source, preprocess, seed, n
+    self.global_batch, self.local_batch, self.pi = global_batch, local_batch, process_index
+    self._perms: dict[int, np.ndarray] = {}
+
+  def __getstate__(self):
+    return {k: v for k, v in self.__dict__.items() if k != "_perms"}
+
+  def __setstate__(self, state):
+    self.__dict__.update(state, _perms={})
+
+  def perm(self, epoch: int) -> np.ndarray:
+    if epoch not in self._perms:
+      if len(self._perms) > 4:
+        self._perms.pop(min(self._perms))
+      self._perms[epoch] = np.random.default_rng([self.seed, epoch]).permutation(self.n)
+    return self._perms[epoch]
+
+  def position(self, j: int) -> tuple[int, int]:
+    """(epoch, source index) of local position j."""
+    step, k = divmod(int(j), self.local_batch)
+    q = step * self.global_batch + self.pi * self.local_batch + k
+    epoch, r = divmod(q, self.n)
+    return epoch, int(self.perm(epoch)[r])
+
+  def __call__(self, j: int) -> dict:
+    epoch, idx = self.position(j)
+    rng = np.random.default_rng([self.seed, epoch, idx])
+    return self.preprocess(self.source[idx], rng)
+
+
 class TrainStream:
-  """Batches for step s, by random access; see the module docstring for the order."""
+  """Batches for step s on grain; see the module docstring for the order.
+
+  The grain pipeline is `MapDataset.range(local positions of the steps asked for)`, mapped through
+  the reader and batched into whole local batches *before* any parallelism: each element is the
+  batch of one step. Reader threads (`num_threads`) and worker processes (`num_workers`, grain's
+  `mp_prefetch`, each taking every W-th batch) only change who computes a batch, never its
+  content or place, so the stream is the same for any thread or worker count and a resumed run
+  (`iterate(s, ...)`) continues with exactly the batches an uninterrupted run would have seen.
+
+  Args:
+    source: random-access source (`len`, `[i]`); picklable when `num_workers` > 0.
+    preprocess: (example, rng) -> dict of fixed-shape arrays; picklable when `num_workers` > 0
+      (grain sends it to the workers with cloudpickle).
+    global_batch: examples per step over all processes.
+    seed: data seed.
+    process_index, process_count: this process and the number of processes (default: JAX's).
+    num_threads: batches prepared concurrently per process (0: one at a time, in this thread).
+    num_workers: grain worker processes (0: none).
+  """
 
   def __init__(self, source, preprocess: Preprocess, global_batch: int, seed: int,
                process_index: int | None = None, process_count: int | None = None,
-               num_threads: int = 2):
+               num_threads: int = 2, num_workers: int = 0):
     self.source = source
     self.n = len(source)
     if self.n == 0:
@@ -64,48 +123,51 @@ class TrainStream:
       raise ValueError(f"Global batch {global_batch} is not divisible by {self.pc} processes")
     self.global_batch = global_batch
     self.local_batch = global_batch // self.pc
-    self._perms: dict[int, np.ndarray] = {}
-    self._pool = concurrent.futures.ThreadPoolExecutor(num_threads) if num_threads else None
-
-  def _perm(self, epoch: int) -> np.ndarray:
-    if epoch not in self._perms:
-      if len(self._perms) > 4:
-        self._perms.pop(min(self._perms))
-      self._perms[epoch] = np.random.default_rng([self.seed, epoch]).permutation(self.n)
-    return self._perms[epoch]
+    self.num_threads = int(num_threads)
+    self.num_workers = int(num_workers)
+    self._reader = _Reader(source, preprocess, self.seed, self.n, global_batch,
+                           self.local_batch, self.pi)
 
   def positions(self, step: int) -> list[tuple[int, int]]:
     """(epoch, source index) pairs this process reads at `step`."""
-    start = step * self.global_batch + self.pi * self.local_batch
-    out = []
-    for q in range(start, start + self.local_batch):
-      epoch, r = divmod(q, self.n)
-      out.append((epoch, int(self._perm(epoch)[r])))
-    return out
-
-  def _example(self, pos: tuple[int, int]) -> dict:
-    epoch, idx = pos
-    rng = np.random.default_rng([self.seed, epoch, idx])
-    return self.preprocess(self.source[idx], rng)
+    first = step * self.local_batch
+    return [self._reader.position(j) for j in range(first, first + self.local_batch)]
 
   def local_batch_at(self, step: int) -> dict[str, np.ndarray]:
-    pos = self.positions(step)
-    if self._pool is None:
-      return stack([self._example(p) for p in pos])
-    return stack(list(self._pool.map(self._example, pos)))
+    """This process's batch of `step`, computed here (no threads, no workers)."""
+    first = step * self.local_batch
+    return stack([self._reader(j) for j in range(first, first + self.local_batch)])
 
-  def iterate(self, start_step: int, end_step: int, prefetch: int = 2) -> Iterator[tuple[int, dict]]:
-    """Yields (step, local numpy batch), preparing up to `prefetch` batches ahead."""
-    if self._pool is None or prefetch <= 0:
-      for s in range(start_step, end_step):
-        yield s, self.local_batch_at(s)
+  def dataset(self, start_step: int, end_step: int, prefetch: int = 2):
+    """The grain IterDataset of the local batches of steps [start_step, end_step)."""
+    import grain  # pylint: disable=g-import-not-at-top
+    lb = self.local_batch
+    ds = grain.MapDataset.range(start_step * lb, end_step * lb).map(self._reader)
+    ds = ds.batch(lb, batch_fn=stack)
+    ds = ds.to_iter_dataset(grain.ReadOptions(
+        num_threads=max(self.num_threads, 1),
+        prefetch_buffer_size=max(prefetch, 1) if self.num_threads else 0))
+    if self.num_workers > 0:
+      from absl import flags  # pylint: disable=g-import-not-at-top
+      if not flags.FLAGS.is_parsed():
+        # grain reads its (absl) debug flags when it starts workers; outside an absl app (tests,
+        # benches, notebooks) they are unparsed, so use their defaults.
+        flags.FLAGS.mark_as_parsed()
+      ds = ds.mp_prefetch(grain.MultiprocessingOptions(
+          num_workers=self.num_workers, per_worker_buffer_size=max(prefetch, 1)))
+    return ds
+
+  def iterate(self, start_step: int, end_step: int, prefetch: int = 2
+              ) -> Iterator[tuple[int, dict]]:
+    """Yields (step, local numpy batch), preparing up to `prefetch` batches ahead per reader."""
+    if end_step <= start_step:
       return
-    with concurrent.futures.ThreadPoolExecutor(1) as ahead:
-      futures = {}
-      for s in range(start_step, min(end_step, start_step + prefetch)):
-        futures[s] = ahead.submit(self.local_batch_at, s)
-      for s in range(start_step, end_step):
-        nxt = s + prefetch
-        if nxt < end_step:
-          futures[nxt] = ahead.submit(self.local_batch_at, nxt)
-        yield s, futures.pop(s).result()
+    it = iter(self.dataset(start_step, end_step, prefetch))
+    try:
+      for step, batch in zip(range(start_step, end_step), it):
+        yield step, batch
+    finally:
+      close = getattr(it, "close", None)
+      if close is not None:
+        close()
+

@@ -13,6 +13,7 @@ shardings; its RNG is `fold_in(key(seed), step)`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import os
 import signal
@@ -257,9 +258,10 @@ def setup(config, devices=None):
   model = task.make_model(config)
   source = task.make_train_source(config)
   stream = input_pipeline.TrainStream(
-      source, lambda ex, rng: task.preprocess_train(ex, rng, config),
+      source, functools.partial(task.preprocess_train, config=config),
       int(config.input.batch_size), int(config.seed),
-      num_threads=int(config.input.get("num_threads", 2)))
+      num_threads=int(config.input.get("num_threads", 2)),
+      num_workers=int(config.input.get("num_workers", 0)))
   tx, schedule = optim.make_optimizer(config)
 
   # Shapes of one global batch, from one preprocessed example.

@@ -25,6 +25,7 @@ import numpy as np
 from relations.video_relations import model as relation_tracker
 from relations.video_relations import boxes as box_lib
 from relations.video_relations import losses as det_loss
+from relations.video_relations.data import video as vrd_video
 
 
 # ---------------------------------------------------------------- data
@@ -49,7 +50,8 @@ def make_builder(config):
 
 
 def make_train_source(config):
-  return make_builder(config).as_data_source(config.data.train_split)
+  """The training split with frames left encoded (`vrd_video.ClipSource`)."""
+  return vrd_video.ClipSource(make_builder(config), config.data.train_split)
 
 
 def normalise_boxes(boxes, width, height):
@@ -66,15 +68,40 @@ def denormalise_boxes(boxes, width, height):
   return b * scale - np.array([0, 0, 1, 1], np.float64)
 
 
+def resize_frames(frames, image_size):
+  """uint8 `[T, h, w, 3]` (or a list of T frames) -> uint8 `[T, H, W, 3]`."""
+  hh, ww = image_size
+  out = np.zeros((len(frames), hh, ww, 3), np.uint8)
+  for i, f in enumerate(frames):
+    f = np.asarray(f)
+    out[i] = f if f.shape[:2] == (hh, ww) else cv2.resize(
+        f, (ww, hh), interpolation=cv2.INTER_AREA)
+  return out
+
+
+def normalise_frames(frames):
+  """uint8 pixels -> float32 in [-1, 1] (numpy or jax; on device in training)."""
+  return frames.astype(jnp.float32) / 127.5 - 1.0
+
+
 def frames_to_model(frames, image_size):
   """uint8 `[T, h, w, 3]` -> float32 `[T, H, W, 3]` in [-1, 1]."""
-  frames = np.asarray(frames)
-  hh, ww = image_size
-  if frames.shape[1:3] != (hh, ww):
-    frames = np.stack([cv2.resize(f, (ww, hh), interpolation=cv2.INTER_AREA)
-                       for f in frames]) if len(frames) else np.zeros(
-                           (0, hh, ww, 3), np.uint8)
-  return frames.astype(np.float32) / 127.5 - 1.0
+  return np.asarray(resize_frames(frames, image_size), np.float32) / 127.5 - 1.0
+
+
+def _model_frames(batch):
+  """The clip batch's uint8 frames normalised on device; padded frames are 0.
+
+  Training batches travel as uint8 (a quarter of the float32 bytes); padding
+  frames (`frame_valid` False) are zero after normalisation, as they were when
+  the host normalised.
+  """
+  frames = batch["frames"]
+  if frames.dtype != jnp.uint8:
+    return frames
+  valid = batch["frame_valid"][:, :, None, None, None]
+  # XLA multiplies by 1 / 127.5 (255 -> 1.0000001): clip to the host's range.
+  return jnp.where(valid, jnp.clip(normalise_frames(frames), -1.0, 1.0), 0.0)
 
 
 def relation_labels(rel, slot_of, seg_start, seg_end, num_predicates,
@@ -121,9 +148,11 @@ def preprocess_train(example, rng, config):
   slot_of = {int(k): i for i, k in enumerate(objs)}
   t = sel.size
 
-  frames = np.zeros((t_clip, *inp.image_size, 3), np.float32)
-  frames[:t] = frames_to_model(np.asarray(example["frames"])[sel],
-                               inp.image_size)
+  # Only the kept frames are decoded (`ClipSource` leaves them as JPEG bytes).
+  stored = example["frames"]
+  frames = np.zeros((t_clip, *inp.image_size, 3), np.uint8)
+  frames[:t] = resize_frames([vrd_video.decode_frame(stored[i]) for i in sel],
+                             inp.image_size)
   frame_valid = np.zeros(t_clip, bool)
   frame_valid[:t] = True
   frame_time = np.zeros(t_clip, np.float32)
@@ -202,13 +231,14 @@ def _relation_inputs(batch, num_classes):
 def init_params(model, batch, rng):
   args = _relation_inputs(jax.tree.map(jnp.asarray, batch),
                           model.num_classes)
-  return model.init(rng, jnp.asarray(batch["frames"]), *args)["params"]
+  batch = jax.tree.map(jnp.asarray, batch)
+  return model.init(rng, _model_frames(batch), *args)["params"]
 
 
 def loss_fn(model, params, batch, rng, config):
   lc = config.loss
   args = _relation_inputs(batch, model.num_classes)
-  rel_logits, det = model.apply({"params": params}, batch["frames"], *args,
+  rel_logits, det = model.apply({"params": params}, _model_frames(batch), *args,
                                 train=True, rngs={"dropout": rng})
   b, t, m = batch["box_valid"].shape
   tgt_boxes = box_lib.xyxy_to_cxcywh(batch["boxes"]).reshape(b * t, m, 4)

@@ -72,6 +72,17 @@ def test_known_pixels(tmp_path, config):
     assert np.all((o > -np.pi) & (o <= np.pi))
     assert np.all(o[~ex["boundaries"]] == 0)
     assert np.all(ex["boundaries"][ex["valid"]])
+    # The sparse OB pixels (what training reads) rebuild the dense maps exactly.
+    ob = ex["ob"]
+    a, h, w = ex["boundaries"].shape
+    assert (int(ob["annotators"]), int(ob["height"]), int(ob["width"])) == (a, h, w)
+    dense = {k: np.zeros((a, h * w), dt) for k, dt in
+             (("boundaries", bool), ("orientation", np.float32), ("valid", bool))}
+    dense["boundaries"][ob["annotator"], ob["index"]] = True
+    dense["orientation"][ob["annotator"], ob["index"]] = ob["orientation"]
+    dense["valid"][ob["annotator"], ob["index"]] = ob["valid"]
+    for k, v in dense.items():
+      np.testing.assert_array_equal(v.reshape(a, h, w), ex[k], err_msg=k)
 
 
 def test_realoob_depth_and_hard_negative(tmp_path):

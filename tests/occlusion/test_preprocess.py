@@ -161,6 +161,93 @@ def test_train_sample_fixed_shape_and_deterministic(scene):
     np.testing.assert_array_equal(a[k], b[k])
 
 
+def _whole_image_recipe(s, rng, crop_size, scale_range, strength=1.0):
+  """The recipe `augment` computes crop first: transform everything, then crop."""
+  lo, hi = scale_range
+  if hi > lo or lo != 1.0:
+    s = pp.scale(s, rng.uniform(lo, hi))
+  s = pp.rot90(s, int(rng.integers(4)))
+  if rng.uniform() < 0.5:
+    s = pp.flip_lr(s)
+  s = pp.random_crop(s, rng, *crop_size)
+  return pp.photometric(s, rng, strength) if strength else s
+
+
+@pytest.mark.parametrize("crop", [(32, 24), (24, 40), (60, 20), (64, 70)])
+def test_crop_first_equals_whole_image_recipe_at_scale_one(scene, crop):
+  # (64, 70) is larger than the image: the padding lands where the whole-image
+  # recipe puts it, for every rotation and flip.
+  orig = _sample(scene["depth"], scene["obj"], scene["u"], scene["image"])
+  for seed in range(24):
+    got = pp.train_sample(orig, np.random.default_rng(seed), crop)
+    want = _whole_image_recipe(orig, np.random.default_rng(seed), crop, (1, 1))
+    for k in want:
+      np.testing.assert_array_equal(got[k], want[k], err_msg=f"{k} seed {seed}")
+
+
+@pytest.mark.parametrize("factor", [0.75, 1.25])
+def test_crop_first_with_scaling_matches_whole_image_labels(scene, factor):
+  """Rescaling only the window gives the whole-image result up to a sub-pixel
+  grid offset: same geometry draw and padding, every OB pixel within one pixel
+  of an OB pixel of the whole-image result (away from the crop's edge), same
+  angle there, and an image that differs by that offset only."""
+  orig = _sample(scene["depth"], scene["obj"], scene["u"], scene["image"])
+  near = lambda m: cv2.dilate(m.astype(np.uint8), np.ones((3, 3), np.uint8)) > 0
+  inner = np.zeros((24, 24), bool)
+  inner[1:-1, 1:-1] = True
+  total = 0
+  for seed in range(12):
+    kw = dict(crop_size=(24, 24), scale_range=(factor, factor),
+              photometric_strength=0.0)
+    got = pp.train_sample(orig, np.random.default_rng(seed), **kw)
+    want = _whole_image_recipe(orig, np.random.default_rng(seed), (24, 24),
+                               (factor, factor), 0.0)
+    np.testing.assert_array_equal(got["mask"], want["mask"])
+    g, w = got["boundary"] > 0, want["boundary"] > 0
+    assert not (g & inner & ~near(w)).any(), seed
+    assert not (w & inner & ~near(g)).any(), seed
+    g, w = g & inner, w & inner
+    total += int(g.sum())
+    both = g & w
+    d = np.angle(np.exp(1j * (got["orientation"][both].astype(np.float64)
+                              - want["orientation"][both])))
+    # A shared pixel may take its angle from the neighbouring source pixel
+    # (corners turn by up to ~0.35 rad); a wrong flip / rotation would be >= pi/2.
+    assert not both.any() or (np.median(np.abs(d)) < 1e-3 and np.abs(d).max() < 0.5)
+    # Half a pixel of this high-frequency texture: ~0.1 of the [-1, 1] range.
+    assert np.abs(got["image"] - want["image"]).mean() < 0.2
+  assert total > 100
+
+
+def test_train_example_reads_only_the_window(scene):
+  """`train_example` on a builder example equals `train_sample` of its decode."""
+  h, w = scene["boundaries"].shape
+  rng = np.random.default_rng(0)
+  example = {"id": "x", "image": scene["image"].astype(np.uint8),
+             "boundaries": np.stack([scene["boundaries"], ~scene["boundaries"]]),
+             "orientation": np.stack([scene["orientation"]] * 2).astype(np.float32),
+             # valid is a subset of the boundaries (builder contract).
+             "valid": np.stack([scene["valid"],
+                                ~scene["boundaries"] & (np.arange(w) % 3 == 0)]),
+             "depth": None}       # never read
+  from relations.occlusion.data.occlusion_boundaries import occlusion_boundaries_dataset_builder as ob  # pylint: disable=g-import-not-at-top
+  sparse = {"id": "x", "image": example["image"],
+            "ob": ob.sparse_labels(example["boundaries"], example["orientation"],
+                                   example["valid"])}
+  assert sparse["ob"]["annotators"] == 2 and sparse["ob"]["width"] == w
+  for ann in (0, 1):
+    for seed in range(6):
+      kw = dict(crop_size=(20, 30), scale_range=(0.8, 1.2))
+      want = pp.train_sample(pp.decode(example, ann), np.random.default_rng(seed), **kw)
+      for ex in (example, sparse):
+        got = pp.train_example(ex, ann, np.random.default_rng(seed), **kw)
+        for k in want:
+          np.testing.assert_array_equal(got[k], want[k])
+    for k, v in pp.decode(example, ann).items():     # the offline 16x path decodes whole
+      np.testing.assert_array_equal(pp.decode(sparse, ann)[k], v)
+  del rng, h
+
+
 def test_sixteen_variants_are_distinct_and_first_is_identity(scene):
   orig = _sample(scene["depth"], scene["obj"], scene["u"], scene["image"])
   variants = [pp.geometric_variant(orig, i) for i in range(16)]

@@ -6,6 +6,7 @@ import copy
 import json
 import os
 
+import jax
 import numpy as np
 import pytest
 from PIL import Image
@@ -53,7 +54,7 @@ def test_preprocess_train_targets(data):
     np.testing.assert_array_equal(a[k], b[k])      # deterministic given rng
   t, m = config.input.clip_frames, config.input.max_objects
   assert a["frames"].shape == (t, 48, 64, 3)
-  assert a["frames"].min() >= -1 and a["frames"].max() <= 1
+  assert a["frames"].dtype == np.uint8    # normalised on device (loss_fn)
   assert a["boxes"].shape == (t, m, 4) and a["pairs"].shape == (
       config.input.max_pairs, 2)
   nb = a["boxes"][a["box_valid"]]
@@ -65,6 +66,38 @@ def test_preprocess_train_targets(data):
       assert s != o and (a["box_valid"][:, s] & a["box_valid"][:, o]).any()
     else:
       assert not lab.any()
+
+
+def test_train_source_decodes_only_kept_frames_to_the_same_clip(data):
+  _, _, config, builder = data
+  full = builder.as_data_source("train")
+  lazy = video_relations.make_train_source(config)
+  assert len(lazy) == len(full)
+  for i in range(len(full)):
+    stored = lazy[i]["frames"]
+    assert all(isinstance(f, bytes) for f in stored)     # nothing decoded yet
+    a = video_relations.preprocess_train(full[i], np.random.default_rng(i),
+                                         config)
+    b = video_relations.preprocess_train(lazy[i], np.random.default_rng(i),
+                                         config)
+    assert a.keys() == b.keys()
+    for k in a:
+      np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+def test_uint8_frames_normalise_on_device_like_the_host(data):
+  _, _, config, builder = data
+  ex = builder.as_data_source("train")[0]
+  a = video_relations.preprocess_train(ex, np.random.default_rng(1), config)
+  batch = {k: v[None] for k, v in a.items()}
+  batch["frame_valid"][0, -1] = False       # one padded frame -> zeros
+  got = np.asarray(jax.jit(video_relations._model_frames)(batch))
+  want = a["frames"].astype(np.float32) / 127.5 - 1.0
+  want[-1] = 0.0
+  # XLA multiplies by 1 / 127.5 where numpy divides: at most one float32 ulp apart.
+  np.testing.assert_allclose(got[0], want, rtol=0, atol=1.2e-7)
+  np.testing.assert_array_equal(got[0, -1], 0.0)
+  assert got.min() >= -1 and got.max() <= 1
 
 
 def test_flip_mirrors_frames_and_boxes(data):

@@ -85,6 +85,10 @@ def clean_up_tokenization(text: str) -> str:
           .replace(" 's", "'s").replace(" 've", "'ve").replace(" 're", "'re"))
 
 
+# Strings memoised by `VisualCometTokenizer.encode` (a few MB at most).
+_ENCODE_CACHE = 50_000
+
+
 class VisualCometTokenizer:
   """Byte-level BPE + VisualCOMET special tokens (see module docstring).
 
@@ -223,7 +227,22 @@ class VisualCometTokenizer:
     return out
 
   def encode(self, text: str) -> list[int]:
-    """Token ids of `text` (see `tokenize`)."""
+    """Token ids of `text` (see `tokenize`).
+
+    Memoised (up to `_ENCODE_CACHE` strings): the expansion repeats each event
+    and place string over its ~20 inferences, so the input pipeline encodes
+    most segments once.
+    """
+    cache = self.__dict__.setdefault('_encode_cache', {})
+    ids = cache.get(text)
+    if ids is None:
+      ids = tuple(self._encode(text))
+      if len(cache) >= _ENCODE_CACHE:
+        cache.clear()
+      cache[text] = ids
+    return list(ids)
+
+  def _encode(self, text: str) -> list[int]:
     out = []
     for piece in self.split_on_special(text):
       if piece in self._split_tokens:

@@ -32,12 +32,17 @@ def decode(example, annotator=0):
 
   Args:
     example: dict with "image" uint8 [H, W, 3], "boundaries"/"valid" bool
-      [A, H, W], "orientation" float32 [A, H, W].
+      [A, H, W], "orientation" float32 [A, H, W] (or the sparse "ob" pixels
+      of `relations.occlusion.task.TrainSource`).
     annotator: which of the A annotations to use.
 
   Returns:
     A sample dict (see module docstring).
   """
+  if "boundaries" not in example and "ob" in example:   # sparse OB pixels
+    example = {"id": example.get("id"), "image": example["image"],
+               **dense_labels(example["ob"], annotator)}
+    annotator = 0
   img = np.asarray(example["image"])
   if img.ndim != 3 or img.shape[2] != 3 or img.dtype != np.uint8:
     raise ValueError(f"example {example.get('id')!r}: image must be uint8 "
@@ -51,6 +56,19 @@ def decode(example, annotator=0):
       "valid": np.asarray(example["valid"])[annotator].astype(np.float32),
       "mask": np.ones(b.shape, np.float32),
   }
+
+
+def dense_labels(ob, annotator):
+  """The builder's sparse `ob` pixels -> [1, H, W] boundaries / orientation / valid of one annotator."""
+  h, w = int(ob["height"]), int(ob["width"])
+  mine = np.asarray(ob["annotator"]) == annotator
+  idx = np.asarray(ob["index"])[mine]
+  out = {"boundaries": np.zeros(h * w, bool), "orientation": np.zeros(h * w, np.float32),
+         "valid": np.zeros(h * w, bool)}
+  out["boundaries"][idx] = True
+  out["orientation"][idx] = np.asarray(ob["orientation"])[mine]
+  out["valid"][idx] = np.asarray(ob["valid"])[mine]
+  return {k: v.reshape(1, h, w) for k, v in out.items()}
 
 
 def _fix_orientation(s, fn):
@@ -104,6 +122,11 @@ def random_crop(s, rng, h, w):
   return crop(s, y0, x0, h, w)
 
 
+def scaled_size(hw, factor):
+  """(h, w) of an (H, W) frame rescaled by `factor` (as `scale` rounds it)."""
+  return max(1, int(round(hw[0] * factor))), max(1, int(round(hw[1] * factor)))
+
+
 def scale(s, factor):
   """Isotropic rescale by `factor`; labels stay single-pixel and connected.
 
@@ -113,11 +136,17 @@ def scale(s, factor):
   no gaps; each new pixel takes the orientation / validity of its source.
   """
   H, W = s["mask"].shape
-  h, w = max(1, int(round(H * factor))), max(1, int(round(W * factor)))
+  h, w = scaled_size((H, W), factor)
   if (h, w) == (H, W):
     return dict(s)
+  return resize_sample(s, h, w)
+
+
+def resize_sample(s, h, w):
+  """Rescales a sample to exactly (h, w) pixels; see `scale`."""
+  H, W = s["mask"].shape
   fy, fx = h / H, w / W
-  interp = cv2.INTER_AREA if factor < 1 else cv2.INTER_LINEAR
+  interp = cv2.INTER_AREA if fy * fx < 1 else cv2.INTER_LINEAR
   out = {"image": cv2.resize(s["image"], (w, h), interpolation=interp)}
   out["mask"] = (cv2.resize(s["mask"], (w, h), interpolation=cv2.INTER_NEAREST)
                  > 0).astype(np.float32)
@@ -198,6 +227,10 @@ def train_sample(sample, rng, crop_size, scale_range=(1.0, 1.0),
                  flips=True, rotations=True, photometric_strength=1.0):
   """Online training augmentation of one sample to a fixed (crop_size) shape.
 
+  Random scale, 90-degree rotation, left-right flip, crop, photometric jitter,
+  in that order of rng draws; computed crop first (`augment`): only the source
+  window under the crop is rescaled / rotated / flipped.
+
   Args:
     sample: a decoded sample.
     rng: np.random.Generator.
@@ -210,15 +243,108 @@ def train_sample(sample, rng, crop_size, scale_range=(1.0, 1.0),
   Returns:
     A sample of spatial size crop_size.
   """
-  s = sample
+  def window(y0, y1, x0, x1):
+    return {k: v[y0:y1, x0:x1] for k, v in sample.items()}
+  return augment(window, sample["mask"].shape, rng, crop_size, scale_range,
+                 flips, rotations, photometric_strength)
+
+
+def train_example(example, annotator, rng, crop_size, scale_range=(1.0, 1.0),
+                  flips=True, rotations=True, photometric_strength=1.0):
+  """`train_sample` of `decode(example, annotator)`, decoding only the crop's window.
+
+  `example` holds dense [A, H, W] labels, or the builder's sparse `ob` pixels
+  (`relations.occlusion.task.TrainSource`), which are scattered into the
+  window only.
+
+  Only the source window under the crop is converted to float, rescaled,
+  rotated and flipped (a 768x1024 image with 320x320 crops: ~1/5 of the
+  pixels at scale 1); the example's other fields (depth) are never touched.
+  """
+  if "ob" in example:
+    ob = example["ob"]
+    hw = (int(ob["height"]), int(ob["width"]))
+    mine = np.asarray(ob["annotator"]) == annotator
+    ys, xs = np.divmod(np.asarray(ob["index"])[mine], hw[1])
+    theta = np.asarray(ob["orientation"])[mine]
+    ok = np.asarray(ob["valid"])[mine]
+  else:
+    hw = np.asarray(example["boundaries"]).shape[1:]
+
+  def window(y0, y1, x0, x1):
+    win = {"image": np.asarray(example["image"])[y0:y1, x0:x1],
+           "id": example.get("id")}
+    if "ob" in example:   # sparse OB pixels -> dense maps of the window only
+      inside = (ys >= y0) & (ys < y1) & (xs >= x0) & (xs < x1)
+      yy, xx = ys[inside] - y0, xs[inside] - x0
+      shape = (1, y1 - y0, x1 - x0)
+      win["boundaries"] = np.zeros(shape, bool)
+      win["orientation"] = np.zeros(shape, np.float32)
+      win["valid"] = np.zeros(shape, bool)
+      win["boundaries"][0, yy, xx] = True
+      win["orientation"][0, yy, xx] = theta[inside]
+      win["valid"][0, yy, xx] = ok[inside]
+    else:
+      for k in ("boundaries", "orientation", "valid"):
+        win[k] = np.asarray(example[k])[annotator:annotator + 1, y0:y1, x0:x1]
+    return decode(win, 0)
+  return augment(window, hw, rng, crop_size, scale_range, flips, rotations,
+                 photometric_strength)
+
+
+def _rotated_rect(rect, k, h, w):
+  """Rows/cols [r0, r1) x [c0, c1) of `np.rot90(a, k)` -> the same pixels' rect in a [h, w]."""
+  r0, r1, c0, c1 = rect
+  return {0: (r0, r1, c0, c1), 1: (c0, c1, w - r1, w - r0),
+          2: (h - r1, h - r0, w - c1, w - c0), 3: (h - c1, h - c0, r0, r1)}[k]
+
+
+def augment(window, hw, rng, crop_size, scale_range=(1.0, 1.0), flips=True,
+            rotations=True, photometric_strength=1.0):
+  """Crop-first scale / rot90 / flip / crop / photometric of an (H, W) source.
+
+  The random draws (and their order) are those of the whole-image recipe
+  `photometric(random_crop(flip_lr?(rot90(scale(s, f), k)), ...))`; the crop
+  is mapped back through the flip and rotation (exact pixel permutations) and
+  the scale, so only its source window is read (`window(y0, y1, x0, x1)` ->
+  float sample of that window, inside the image) and transformed. At scale 1
+  the result equals the whole-image recipe bit for bit; with rescaling the
+  window is resized on its own, which can shift the sampling grid by under
+  half an output pixel.
+  """
+  H, W = hw
   lo, hi = scale_range
-  if hi > lo or lo != 1.0:
-    s = scale(s, rng.uniform(lo, hi))
-  if rotations:
-    s = rot90(s, int(rng.integers(4)))
-  if flips and rng.uniform() < 0.5:
+  factor = rng.uniform(lo, hi) if (hi > lo or lo != 1.0) else 1.0
+  h2, w2 = scaled_size((H, W), factor)
+  k = int(rng.integers(4)) if rotations else 0
+  flip = bool(flips and rng.uniform() < 0.5)
+  hr, wr = (h2, w2) if k % 2 == 0 else (w2, h2)
+  ch, cw = crop_size
+  y0 = int(rng.integers(0, hr - ch + 1)) if hr >= ch else 0
+  x0 = int(rng.integers(0, wr - cw + 1)) if wr >= cw else 0
+  if flip:
+    x0 = wr - x0 - cw
+  sy0, sy1, sx0, sx1 = _rotated_rect((y0, y0 + ch, x0, x0 + cw), k, h2, w2)
+  if (h2, w2) == (H, W):
+    oy0, oy1, ox0, ox1 = max(sy0, 0), min(sy1, H), max(sx0, 0), min(sx1, W)
+    s = crop(window(oy0, oy1, ox0, ox1), sy0 - oy0, sx0 - ox0, sy1 - sy0,
+             sx1 - sx0)
+  else:
+    fy, fx = h2 / H, w2 / W
+    # Source pixels whose (area / bilinear) footprint reaches the window.
+    oy0 = max(int(np.floor((max(sy0, 0) + 0.5) / fy - 0.5)) - 2, 0)
+    oy1 = min(int(np.ceil((min(sy1, h2) + 0.5) / fy - 0.5)) + 2, H)
+    ox0 = max(int(np.floor((max(sx0, 0) + 0.5) / fx - 0.5)) - 2, 0)
+    ox1 = min(int(np.ceil((min(sx1, w2) + 0.5) / fx - 0.5)) + 2, W)
+    ty0, ty1 = int(round(oy0 * fy)), int(round(oy1 * fy))
+    tx0, tx1 = int(round(ox0 * fx)), int(round(ox1 * fx))
+    s = resize_sample(window(oy0, oy1, ox0, ox1), max(ty1 - ty0, 1),
+                      max(tx1 - tx0, 1))
+    s = crop(s, sy0 - ty0, sx0 - tx0, sy1 - sy0, sx1 - sx0)
+  if k:
+    s = rot90(s, k)
+  if flip:
     s = flip_lr(s)
-  s = random_crop(s, rng, *crop_size)
   if photometric_strength > 0:
     s = photometric(s, rng, photometric_strength)
   return s

@@ -165,7 +165,7 @@ def simulate(rng: np.random.Generator, width: int, height: int,
 
 def annotation_json(video_id: str, group: str, scene, boxes, present,
                     generated, tracker, relations, num_annotated: int,
-                    width: int, height: int) -> dict:
+                    width: int, height: int, fps: int = FPS) -> dict:
   """The VidOR annotation dict of one simulated video."""
   num_frames = boxes.shape[0]
   objects = [j for j in range(boxes.shape[1]) if present[:, j].any()]
@@ -186,7 +186,7 @@ def annotation_json(video_id: str, group: str, scene, boxes, present,
       "video_hash": hashlib.md5(video_id.encode()).hexdigest()[:30],
       "video_path": f"{group}/{video_id}.mp4",
       "frame_count": num_frames,
-      "fps": float(FPS),
+      "fps": float(fps),
       "width": width,
       "height": height,
       "subject/objects": [{"tid": j, "category": scene.tracks[j].category}
@@ -207,8 +207,12 @@ def video_id_of(seed: int, split: str, index: int) -> str:
 def generate(out: str, num_train: int, num_val: int, seed: int = 0,
              width: int = 128, height: int = 96, min_frames: int = 64,
              max_frames: int = 120, overwrite: bool = False,
-             codec: str = "mpeg4") -> dict:
-  """Writes the dataset to `out` (see module docstring); returns its stats."""
+             codec: str = "mpeg4", fps: int = FPS) -> dict:
+  """Writes the dataset to `out` (see module docstring); returns its stats.
+
+  `fps` is the frame rate written in the videos and annotations (24 for the
+  demo; bench/input_pipeline.py uses VidOR's 30).
+  """
   if width % 2 or height % 2:
     raise ValueError(f"width and height must be even (yuv420p), got "
                      f"{width}x{height}")
@@ -226,7 +230,7 @@ def generate(out: str, num_train: int, num_val: int, seed: int = 0,
         frames, scene, *anno = simulate(rng, width, height, min_frames,
                                         max_frames)
         data = annotation_json(vid, group, scene, *anno, width=width,
-                               height=height)
+                               height=height, fps=fps)
         ann_dir = os.path.join(tmp, "annotation", split, group)
         vid_dir = os.path.join(tmp, "video", group)
         os.makedirs(ann_dir, exist_ok=True)
@@ -234,7 +238,7 @@ def generate(out: str, num_train: int, num_val: int, seed: int = 0,
         with open(os.path.join(ann_dir, f"{vid}.json"), "w") as fh:
           fh.write(json.dumps(data, separators=(",", ":")))
         with open(os.path.join(vid_dir, f"{vid}.mp4"), "wb") as fh:
-          fh.write(write_mp4(frames, codec=codec))
+          fh.write(write_mp4(frames, fps=fps, codec=codec))
     stats = dataset_stats(tmp)
     with open(os.path.join(tmp, "stats.json"), "w") as fh:
       json.dump(stats, fh, indent=1, sort_keys=True)

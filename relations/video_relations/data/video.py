@@ -336,3 +336,59 @@ def missing_layout_error(manual_dir: epath.Path, expected: list[str],
   return FileNotFoundError(
       f"{manual_dir}: none of the expected folders exist: "
       f"{', '.join(expected)}.\n{instructions}")
+
+
+# Track / relation features a training clip reads; the per-native-frame
+# arrays (`native_boxes`, `native_present`) and `generated` are skipped.
+_CLIP_TRACK_KEYS = ("tid", "category", "boxes", "present")
+
+
+class ClipSource:
+  """Random-access training source whose frames stay encoded until used.
+
+  `source[i]` is the example of `features` with every field the training clip
+  needs decoded, except `frames`: a list of T JPEG `bytes` (one per sampled
+  frame). A clip decodes only the frames it keeps (`decode_frame`), instead
+  of all T frames of the video (TFDS' `as_data_source` decodes every frame).
+  Picklable, so grain worker processes can open it.
+
+  Args:
+    builder: a prepared `vidor` / `vidvrd` builder.
+    split: the split name.
+  """
+
+  def __init__(self, builder, split: str):
+    self._features = builder.info.features
+    self._raw = builder.as_data_source(
+        split, deserialize_method=tfds.decode.DeserializeMethod.RAW_BYTES)
+
+  def __len__(self) -> int:
+    return len(self._raw)
+
+  def __getitem__(self, index: int) -> dict:
+    f = self._features
+    raw = f._example_parser_np.parse_example(self._raw[index])  # pylint: disable=protected-access
+    out = {}
+    for key, value in raw.items():
+      if key == "frames":
+        out[key] = list(value)
+      elif key == "tracks":
+        out[key] = {k: f[key][k].decode_example_np(value[k])
+                    for k in _CLIP_TRACK_KEYS}
+      else:
+        out[key] = f[key].decode_example_np(value)
+    return out
+
+
+def decode_frame(frame) -> np.ndarray:
+  """One stored frame -> `[h, w, 3]` uint8 RGB (a JPEG `bytes` or an array).
+
+  Decodes exactly as TFDS' image feature does (OpenCV, BGR -> RGB), so the
+  pixels equal those of `as_data_source`.
+  """
+  if isinstance(frame, np.ndarray):
+    return frame
+  img = cv2.imdecode(np.frombuffer(frame, np.uint8), cv2.IMREAD_COLOR)
+  if img is None:
+    raise VideoError("stored frame is not a decodable JPEG")
+  return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)

@@ -35,6 +35,12 @@ class RankingTest(tfds.testing.DatasetBuilderTestCase):
   SPLITS = {"val": 38}
 
 
+class ImageTableTest(tfds.testing.DatasetBuilderTestCase):
+  DATASET_CLASS = vcb.Builder
+  BUILDER_CONFIG_NAMES_TO_TEST = ["images", "images_features"]
+  SPLITS = {"train": 2, "val": 2, "test": 1}   # each image once
+
+
 def _build(config, data_dir, manual_dir=DUMMY):
   b = vcb.Builder(config=config, data_dir=str(data_dir))
   b.download_and_prepare(
@@ -43,10 +49,16 @@ def _build(config, data_dir, manual_dir=DUMMY):
   return b
 
 
+def _source(config, data_dir, split, manual_dir=DUMMY):
+  """The expansion split joined with its image table, as the task reads it."""
+  return vcb.DataSource(_build(config, data_dir, manual_dir),
+                        _build(vcb.table_config(config), data_dir, manual_dir),
+                        split)
+
+
 @pytest.fixture(scope="module")
 def training_val(tmp_path_factory):
-  b = _build("training_features", tmp_path_factory.mktemp("tfds"))
-  return b.as_data_source("val")
+  return _source("training_features", tmp_path_factory.mktemp("tfds"), "val")
 
 
 def _s(x):
@@ -67,7 +79,27 @@ def test_training_examples_in_official_order(training_val):
   # names = person, clock, person: tags 1 and 3 are the two people.
   assert [_s(n) for n in ex["names"]] == ["person", "clock", "person"]
   np.testing.assert_array_equal(ex["dets"], [0, 2])
-  assert ex["boxes"].shape == (3, 4) and ex["image"].shape == (48, 48, 3)
+  assert ex["boxes"].shape == (3, 4) and ex["visual_features"].shape == (3, 2048)
+  assert "image" not in ex          # the features configs hold no JPEG
+
+
+def test_images_and_features_stored_once_per_image(tmp_path):
+  table = _build("images", tmp_path).as_data_source("val")
+  assert [_s(table[r]["img_fn"]) for r in range(len(table))] == [
+      "synth_movie_1000/synth_val_00000@0.jpg",
+      "synth_movie_1000/synth_val_00001@0.jpg"]
+  src = _source("training", tmp_path, "val")
+  assert len(src) == 38
+  rows = [int(src[i]["image_index"]) for i in range(len(src))]
+  assert sorted(set(rows)) == [0, 1]
+  for i in (0, 37):
+    ex = src[i]
+    from PIL import Image  # pylint: disable=g-import-not-at-top
+    want = np.asarray(Image.open(os.path.join(DUMMY, "vcr1images", _s(ex["img_fn"]))))
+    np.testing.assert_array_equal(ex["image"], want)
+    assert ex["image"].shape == (int(ex["height"]), int(ex["width"]), 3)
+  feats = _build("images_features", tmp_path).as_data_source("val")
+  assert feats[0]["object_features"].shape == (3, 2048) and "image" not in feats[0]
 
 
 def test_tag_beyond_detections_and_features(training_val):
@@ -85,7 +117,7 @@ def test_tag_beyond_detections_and_features(training_val):
 
 
 def test_generation_references(tmp_path):
-  src = _build("generation", tmp_path).as_data_source("val")
+  src = _source("generation", tmp_path, "val")
   assert len(src) == 12
   ex = src[6]  # event 2, intent: empty list in the JSON
   assert _s(ex["relation"]) == "intent" and int(ex["event_idx"]) == 2
@@ -95,7 +127,7 @@ def test_generation_references(tmp_path):
   assert _s(ex["references_name"][0]) == "wave to <|det57|> people."
   assert _s(ex["rank_key"]) == (
       "synth_movie_1000/synth_val_00000@0.jpg_3 is waiting for 1_after")
-  test = _build("generation", tmp_path).as_data_source("test")
+  test = _source("generation", tmp_path, "test")
   assert all(len(test[i]["references"]) == 0 for i in range(len(test)))
 
 
@@ -182,8 +214,41 @@ def test_missing_image_and_bad_features(tmp_path):
   with pytest.raises(records.DataError,
                      match=r"field 'image_features': expected float "
                      r"\(2048,\), got float32 \(3,\)"):
-    _build("ranking_features", tmp_path / "out2", str(d2))
+    _build("images_features", tmp_path / "out2", str(d2))
   with open(feat, "wb") as f:
     f.write(pickle.dumps(os.system))
   with pytest.raises(safe_pickle.UnsafePickleError, match="refusing"):
-    _build("ranking_features", tmp_path / "out3", str(d2))
+    _build("images_features", tmp_path / "out3", str(d2))
+
+
+@pytest.mark.parametrize("config", ["training", "generation_features"])
+def test_data_source_reads_what_tfds_decodes(tmp_path, config):
+  """The joined source's direct record reader equals TFDS' decoding, field by field."""
+  split = "val"
+  src = _source(config, tmp_path, split)
+  examples = _build(config, tmp_path).as_data_source(split)
+  table = _build(vcb.table_config(config), tmp_path).as_data_source(split)
+  assert len(src) == len(examples)
+  for i in range(len(src)):
+    got, ex = src[i], examples[i]
+    row = table[int(ex["image_index"])]
+    assert _s(row["img_fn"]) == _s(ex["img_fn"])
+    want = {**ex, **{k: row[k] for k in ("width", "height", "names", "boxes", "box_scores")}}
+    if config.endswith("_features"):
+      kept = vcb.sequence.slot_dets(np.asarray(ex["dets"], np.int64))
+      want["visual_features"] = np.concatenate(
+          [row["image_features"][None], row["object_features"][kept]])
+    else:
+      want["image"] = row["image"]
+    assert got.keys() == want.keys()
+    for k in want:
+      if isinstance(want[k], np.ndarray):
+        assert got[k].dtype == want[k].dtype, k
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+      else:
+        assert got[k] == want[k], k
+  jpeg = vcb.DataSource(_build(config, tmp_path), _build(vcb.table_config(config), tmp_path),
+                        split, image="jpeg")
+  if not config.endswith("_features"):
+    assert isinstance(jpeg[0]["image"], bytes)
+    np.testing.assert_array_equal(vcb.decode_jpeg(jpeg[0]["image"]), src[0]["image"])

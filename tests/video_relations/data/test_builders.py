@@ -60,7 +60,7 @@ def test_names_resolve_to_our_builders():
   assert tfds.builder_cls("vidor") is vidor.Builder
   assert tfds.builder_cls("vidvrd") is vidvrd.Builder
   assert [c.name for c in vidor.Builder.BUILDER_CONFIGS] == [
-      "fps6_short96", "fps2_short224", "fps1_short320"]
+      "fps6_short96", "fps4_short224", "fps2_short224", "fps1_short320"]
 
 
 def test_vidor_known_values(tmp_path):

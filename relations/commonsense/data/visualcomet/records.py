@@ -253,3 +253,24 @@ def rank_key(item: dict[str, Any]) -> str:
 def name2person_from_keys(keys) -> dict[str, str]:
   """Rebuilds `name2person` from the stored person2name keys (digit strings)."""
   return {person_tags.det_token(int(k)): k for k in keys}
+
+
+# ------------------------------------------------------------ image table
+def unique_images(records: list[dict[str, Any]]) -> list[tuple[int, str, str]]:
+  """The split's images, each once, in order of first appearance.
+
+  Row r of this list is row r of the split's image table (the `images` /
+  `images_features` configs of the builder); every example stores the row of
+  its image as `image_index`.
+
+  Args:
+    records: annotation records of one split (validated).
+
+  Returns:
+    [(first record index, img_fn, metadata_fn)].
+  """
+  seen = {}
+  for i, rec in enumerate(records):
+    if rec['img_fn'] not in seen:
+      seen[rec['img_fn']] = (i, rec['img_fn'], rec['metadata_fn'])
+  return list(seen.values())

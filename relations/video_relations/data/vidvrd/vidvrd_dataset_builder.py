@@ -18,7 +18,7 @@ Build and read exactly like `vidor` (see vidor_dataset_builder):
 
 Features are described in `relations/video_relations/data/video.py`; categories and
 predicates are the 35 / 132 ImageNet-VidVRD names of vrd_categories. Configs:
-`fps6_short96` (default), `fps2_short224`, `fps1_short320`.
+`fps6_short96` (default), `fps4_short224`, `fps2_short224`, `fps1_short320`.
 
 The name `vidvrd` does not collide with the TFDS 4.9.10 catalog.
 """
@@ -53,6 +53,7 @@ class Builder(tfds_util.BeamOrGenerator, tfds.core.GeneratorBasedBuilder):
   MANUAL_DOWNLOAD_INSTRUCTIONS = _INSTRUCTIONS
   BUILDER_CONFIGS = [
       vrd_video.make_config(6, 96, "6 fps, short side 96."),
+      vrd_video.make_config(4, 224, "4 fps, short side 224 (paper config)."),
       vrd_video.make_config(2, 224, "2 fps, short side 224."),
       vrd_video.make_config(1, 320, "1 fps, short side 320."),
   ]
