@@ -23,8 +23,8 @@ from relations.occlusion.metrics import api
 from relations.occlusion.metrics import gt_readers
 
 DUMMY = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir,
-                     "relations", "datasets", "occlusion_boundaries",
-                     "dummy_data")
+                     os.pardir, "relations", "occlusion", "data",
+                     "occlusion_boundaries", "dummy_data")
 H, W = 96, 128
 
 
