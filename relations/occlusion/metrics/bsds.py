@@ -9,7 +9,7 @@ so numbers meant to sit next to published tables should use it.
 pyEdgeEval ships that C++ unchanged; it is an optional extra (`bsds`) that is
 an sdist compiled against the installed numpy, so it installs in two steps:
 
-  pip install numpy Cython && pip install --no-build-isolation pyedgeeval==0.2.8
+  pip install Cython==3.3.1 && pip install --no-build-isolation pyedgeeval==0.2.8
 
 Randomness: the matcher draws its outlier arcs from one process-wide
 generator (`Random::rand`), seeded from the clock when the library loads, so
@@ -28,9 +28,9 @@ import numpy as np
 
 INSTALL_HINT = (
     "matcher 'bsds' needs pyEdgeEval 0.2.8 (the BSDS C++ matcher), an sdist "
-    "that must be built without isolation: pip install numpy Cython && pip "
-    "install --no-build-isolation pyedgeeval==0.2.8  (or `pip install "
-    "--no-build-isolation -e '.[bsds]'` once numpy and Cython are installed)")
+    "that must be built without isolation: pip install Cython==3.3.1 && pip "
+    "install --no-build-isolation pyedgeeval==0.2.8  (the `bsds` extra; see "
+    "relations/occlusion/README.md, 'Which matcher')")
 
 # Serialises the matcher calls of one seeded image (see the module docstring).
 LOCK = threading.Lock()
