@@ -132,16 +132,22 @@ def main():
   print("load before:", _uptime())
   _warm()  # compiles the numba kernels into their on-disk cache once
   jobs = []
-  for w, h, n in sizes:
+  # Smallest images first, so that an interrupted run still reports them.
+  for w, h, n in sorted(sizes, key=lambda s: s[0] * s[1] * s[2]):
     for p in predictors:
       jobs.append((p, w, h, n, "exact", 0, args.nthresh))
       for r in range(args.bsds_runs):
         jobs.append((p, w, h, n, "bsds", 1000 * (r + 1) + 1, args.nthresh))
   t0 = time.perf_counter()
   # The BSDS matcher holds the GIL: processes, not threads.
+  results = []
   with multiprocessing.get_context("spawn").Pool(args.procs,
                                                 initializer=_warm) as pool:
-    results = pool.map(run_one, jobs, chunksize=1)
+    for job, (m, (t, c)) in zip(jobs, pool.imap(run_one, jobs, chunksize=1)):
+      results.append((m, (t, c)))
+      print(f"done {job[0]} {job[1]}x{job[2]}:{job[3]} {job[4]} seed "
+            f"{job[5]}: " + " ".join(f"{k} {m[k]:.5f}" for k in METRICS) +
+            f" ({t:.1f}s wall, {c:.1f}s CPU)", flush=True)
   wall = time.perf_counter() - t0
   by_key = {}
   for job, res in zip(jobs, results):
