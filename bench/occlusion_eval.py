@@ -67,23 +67,24 @@ def make_samples(predictor, width, height, count, seed=0):
     rng = np.random.default_rng([seed, width, height, i])
     sc = scenes.render_scene(rng, height, width)
     if predictor == "model":
-      gt = dict(boundaries=sc["boundaries"], orientation=sc["orientation"],
-                labels=sc["obj"])
+      gt = {"boundaries": sc["boundaries"],
+            "orientation": sc["orientation"], "labels": sc["obj"]}
       prob, theta = synthetic.make_prediction(rng, gt, quality=0.8,
                                               noise=0.3)
     else:
       gray = cv2.cvtColor(sc["image"], cv2.COLOR_RGB2GRAY)
       prob = (cv2.Canny(gray, 50, 100) > 0).astype(np.float32)
       theta = rng.uniform(-np.pi, np.pi, prob.shape).astype(np.float32)
-    samples.append(dict(prob=prob, theta_pred=theta, gts=[sc["boundaries"]],
-                        theta_gts=[sc["orientation"]], valids=[sc["valid"]]))
+    samples.append({"prob": prob, "theta_pred": theta,
+                    "gts": [sc["boundaries"]], "theta_gts": [sc["orientation"]],
+                    "valids": [sc["valid"]]})
   return samples
 
 
 def protocol(width, height):
   """RealOOB settings at 1024x768, doobscripts' at PIOD / BSDS sizes."""
   realoob = (width, height) == (1024, 768)
-  return dict(border=2 if realoob else 0, valid_only=realoob)
+  return {"border": 2 if realoob else 0, "valid_only": realoob}
 
 
 def _warm():
