@@ -22,7 +22,8 @@ occlusion boundaries, orientation and validity.  Predictors:
 Sizes: 1024x768 (RealOOB protocol: 2-px border, validity-aware O-curve) and
 PIOD / BSDS sizes 500x375 and 481x321 (doobscripts: no border, `_poc`).
 
-  python bench/occlusion_eval.py          # ~5 CPU-minutes; 2 processes
+  python bench/occlusion_eval.py          # ~6 CPU-minutes (canny 1024x768
+                                          # dominates); 2 processes
 
 Times are printed as wall and as CPU seconds of the evaluating process (the
 CPU figure is the one to compare on a shared machine).
