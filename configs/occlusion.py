@@ -76,11 +76,14 @@ def get_config(arg=None):
   realoob = arg.dataset == "realoob"
   c.evals = ml_collections.ConfigDict()
   # RealOOB: 2-px border exclusion and validity-aware O-metrics; PIOD / BSDS:
-  # the doobscripts protocol as published (no border, `_poc`).
+  # the doobscripts protocol as published (no border, `_poc`).  matcher:
+  # "exact" (fast, deterministic) or "bsds" (the published tables' matcher;
+  # needs the `bsds` extra; bsds_seed 0 = clock-seeded).
   c.evals.test = dict(type="occlusion", every_steps=10_000,
                       split="test", max_images=0, protocol="doob",
                       valid_only=realoob, border=2 if realoob else 0,
-                      nthresh=99, num_workers=0,
+                      nthresh=99, num_workers=0, matcher="exact",
+                      bsds_seed=0,
                       batch_size=1)  # images per process and call (>= 1 per device)
   c.demo = dict(num_train=0, num_test=0, num_hard_negatives=0, size=(64, 64))
 

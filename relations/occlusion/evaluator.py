@@ -2,7 +2,12 @@
 
   config.evals.test = dict(type="occlusion", every_steps=0,
                            split="test", max_images=0, protocol="doob",
-                           valid_only=True, border=2, nthresh=99)
+                           valid_only=True, border=2, nthresh=99,
+                           matcher="exact", bsds_seed=0)
+
+`matcher="bsds"` scores with the BSDS matcher (pyEdgeEval, an optional
+extra; see relations/occlusion/README.md "Which matcher"); the evaluator
+checks that it is installed when it is built, not at the first evaluation.
 
 Per test image (native resolution: padded to the patch grid, cropped back)
 it writes under `<workdir>/step_<N>/`:
@@ -63,7 +68,8 @@ def write_and_score(items, source, outdir, eval_config):
     source: random-access builder split (examples with "id", "image",
       "boundaries"/"orientation"/"valid" [A, H, W]).
     outdir: the prediction root (created).
-    eval_config: fields protocol, valid_only, border, nthresh, num_workers.
+    eval_config: fields protocol, valid_only, border, nthresh, num_workers, matcher,
+      bsds_seed (see the module docstring).
 
   Returns:
     dict of the HEADLINE metrics (floats) plus "num_images".
@@ -89,7 +95,9 @@ def write_and_score(items, source, outdir, eval_config):
       valid_only=bool(eval_config.get("valid_only", True)),
       border=int(eval_config.get("border", 2)),
       nthresh=int(eval_config.get("nthresh", 99)),
-      num_workers=int(eval_config.get("num_workers", 0)) or None)
+      num_workers=int(eval_config.get("num_workers", 0)) or None,
+      matcher=eval_config.get("matcher", "exact"),
+      bsds_seed=int(eval_config.get("bsds_seed", 0)))
   out = {k: float(res[k]) for k in HEADLINE}
   out["num_images"] = float(len(samples))
   return out
@@ -133,6 +141,10 @@ class Evaluator:
 
   def __init__(self, model, config, eval_config, workdir):
     from relations.occlusion import task as occlusion# pylint: disable=g-import-not-at-top
+    from relations.occlusion.metrics import api# pylint: disable=g-import-not-at-top
+    # Fail at start-up, not hours later at the first evaluation.
+    api.check_matcher(eval_config.get("matcher", "exact"),
+                      int(eval_config.get("bsds_seed", 0)))
     self.model, self.config, self.eval_config = model, config, eval_config
     self.workdir = workdir
     self.source = occlusion.make_builder(config).as_data_source(

@@ -12,6 +12,10 @@ GT, and precision = predictions matched to valid GT with a correct angle /
 localised", and a prediction whose only counterpart has no orientation
 evidence is neither rewarded nor penalised.  All candidate curves are also
 returned under "curves".
+
+`matcher="bsds"` computes the per-image counts with the BSDS matcher
+(pyEdgeEval, `bsds.py`) instead of the exact one; the summary records it.
+The BSDS matcher holds the GIL, so its images run one at a time per process.
 """
 
 import concurrent.futures
@@ -21,19 +25,44 @@ import numpy as np
 
 from relations.occlusion.data import realoob_io
 from relations.occlusion.metrics import aggregate
+from relations.occlusion.metrics import bsds
 from relations.occlusion.metrics import image_eval
 from relations.occlusion.metrics import nms
 
 HEADLINE = ("B-ODS", "B-OIS", "B-AP", "O-ODS", "O-OIS", "O-AP", "AC")
 
 
-def _score_one(sample, protocol, nthresh, max_dist, border, with_ac):
+def image_seed(bsds_seed, index):
+  """The BSDS matcher seed of image `index` (0 when `bsds_seed` is 0)."""
+  return bsds_seed + index if bsds_seed else 0
+
+
+def check_matcher(matcher, bsds_seed=0):
+  """Validates the matcher arguments; raises before any image is read.
+
+  Raises:
+    ValueError: unknown matcher or a seed outside [0, 2^40).
+    bsds.MatcherUnavailableError: "bsds" without pyEdgeEval (one line that
+      says how to install it).
+  """
+  if matcher not in image_eval.MATCHERS:
+    raise ValueError(f"matcher must be one of {image_eval.MATCHERS}, got "
+                     f"{matcher!r}")
+  if not 0 <= int(bsds_seed) < 1 << 40:
+    raise ValueError(f"bsds_seed must be in [0, 2^40), got {bsds_seed}")
+  if matcher == "bsds":
+    bsds.require()
+
+
+def _score_one(sample, protocol, nthresh, max_dist, border, with_ac,
+               matcher="exact", bsds_seed=0):
   if isinstance(sample, _LazyPair):
     sample = sample._load()  # pylint: disable=protected-access
   counts = image_eval.evaluate_image(
       sample["prob"], sample["gts"], sample.get("theta_pred"),
       sample.get("theta_gts"), sample.get("valids"), protocol=protocol,
-      nthresh=nthresh, max_dist=max_dist, border=border)
+      nthresh=nthresh, max_dist=max_dist, border=border, matcher=matcher,
+      bsds_seed=bsds_seed)
   if with_ac:
     counts["crispness"] = nms.crispness(sample["prob"])
   return counts
@@ -75,7 +104,7 @@ def summarize_counts(per_image, valid_only=False):
 
 def evaluate_arrays(samples, protocol="doob", valid_only=False, border=0,
                     nthresh=99, max_dist=0.0075, with_ac=True,
-                    num_workers=None):
+                    num_workers=None, matcher="exact", bsds_seed=0):
   """Scores in-memory predictions.
 
   Args:
@@ -89,10 +118,16 @@ def evaluate_arrays(samples, protocol="doob", valid_only=False, border=0,
     max_dist: matching tolerance, fraction of the image diagonal.
     with_ac: also compute the average crispness AC.
     num_workers: threads (numba kernels release the GIL); default: CPUs.
+    matcher: "exact" (default) or "bsds" (BSDS `correspondPixels` through
+      pyEdgeEval; slower, random, what published tables used).
+    bsds_seed: "bsds" only; 0 (default): the matcher's clock-seeded stream,
+      as in BSDS; n > 0: image i is matched with seed n + i, reproducibly
+      for any `num_workers`.
 
   Returns:
-    `summarize_counts` dict plus "per_image" counts.
+    `summarize_counts` dict plus "per_image" counts and "matcher".
   """
+  check_matcher(matcher, bsds_seed)
   samples = list(samples)
   for i, s in enumerate(samples):
     h, w = np.shape(s["prob"])[:2]
@@ -100,14 +135,19 @@ def evaluate_arrays(samples, protocol="doob", valid_only=False, border=0,
       raise ValueError(f"image {s.get('id', i)}: a {border}-pixel border leaves no pixel of "
                        f"the {h}x{w} image; expected --border <= {(min(h, w) - 1) // 2}")
   workers = num_workers or min(len(samples), os.cpu_count() or 1) or 1
-  args = (protocol, nthresh, max_dist, border, with_ac)
+  args = (protocol, nthresh, max_dist, border, with_ac, matcher)
+
+  def score(i):
+    return _score_one(samples[i], *args, bsds_seed=image_seed(bsds_seed, i))
+
   if workers <= 1:
-    per_image = [_score_one(s, *args) for s in samples]
+    per_image = [score(i) for i in range(len(samples))]
   else:
     with concurrent.futures.ThreadPoolExecutor(workers) as ex:
-      per_image = list(ex.map(lambda s: _score_one(s, *args), samples))
+      per_image = list(ex.map(score, range(len(samples))))
   out = summarize_counts(per_image, valid_only=valid_only)
   out["per_image"] = per_image
+  out["matcher"] = matcher
   return out
 
 
@@ -189,7 +229,8 @@ class _LazyPair:
 
 def evaluate_dir(gt_dir, pred_dir, protocol="doob", valid_only=True, border=2,
                  split=None, ids=None, nthresh=99, max_dist=0.0075,
-                 with_orientation=True, num_workers=None):
+                 with_orientation=True, num_workers=None, matcher="exact",
+                 bsds_seed=0):
   """Scores a prediction directory against a RealOOB-layout GT directory.
 
   Args:
@@ -203,6 +244,7 @@ def evaluate_dir(gt_dir, pred_dir, protocol="doob", valid_only=True, border=2,
     nthresh, max_dist: see `evaluate_arrays`.
     with_orientation: predictions carry orientation maps.
     num_workers: threads.
+    matcher, bsds_seed: see `evaluate_arrays`.
 
   Returns:
     `evaluate_arrays` dict plus "ids".
@@ -211,6 +253,7 @@ def evaluate_dir(gt_dir, pred_dir, protocol="doob", valid_only=True, border=2,
     ids = (realoob_io.read_split(gt_dir, split) if split else
            realoob_io.list_ids(gt_dir))
   ids = list(ids)
+  check_matcher(matcher, bsds_seed)
   if not ids:
     raise realoob_io.RealOOBFormatError(f"{gt_dir}: no images to evaluate")
   check_dir(gt_dir, pred_dir, ids, with_orientation)
@@ -218,6 +261,7 @@ def evaluate_dir(gt_dir, pred_dir, protocol="doob", valid_only=True, border=2,
   samples = (_LazyPair(gt_dir, pred_dir, i, with_orientation) for i in ids)
   out = evaluate_arrays(samples, protocol=protocol, valid_only=valid_only,
                         border=border, nthresh=nthresh, max_dist=max_dist,
-                        num_workers=num_workers)
+                        num_workers=num_workers, matcher=matcher,
+                        bsds_seed=bsds_seed)
   out["ids"] = ids
   return out

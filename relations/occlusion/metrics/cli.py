@@ -13,6 +13,11 @@ O-metrics on valid-orientation pixels (`valid_poc`); PIOD and BSDS
 ownership, like doobscripts, exclude no border and score doobscripts' `_poc`
 on every GT pixel.  `--border`, `--valid-only` / `--all-orientations`
 override either.
+
+`--matcher bsds` matches pixels with the BSDS `correspondPixels` C++ (through
+pyEdgeEval, an optional extra) instead of the exact matcher: slower and
+random, but what published tables used (relations/occlusion/README.md,
+"Which matcher").  The JSON records the matcher.
 """
 
 import os
@@ -24,6 +29,7 @@ from relations import io_util
 from relations.occlusion.data import formats as occlusion_formats
 from relations.occlusion.data import realoob_io
 from relations.occlusion.metrics import api
+from relations.occlusion.metrics import bsds
 from relations.occlusion.metrics import gt_readers
 from relations.occlusion.metrics import plots
 
@@ -78,6 +84,14 @@ def build_parser():
   p.add_argument("--max-dist", type=cli_errors.float_in(0, 1, lo_open=True),
                  default=0.0075,
                  help="tolerance, fraction of the image diagonal")
+  p.add_argument("--matcher", default="exact", choices=("exact", "bsds"),
+                 help="exact: maximum matching, deterministic (default); "
+                 "bsds: the BSDS correspondPixels C++ via pyEdgeEval, as "
+                 "published tables (random, a few pairs fewer, slower)")
+  p.add_argument("--bsds-seed", type=int, default=0,
+                 help="--matcher bsds: seed image i with N+i for a "
+                 "reproducible run (default 0: seeded from the clock, as "
+                 "BSDS)")
   p.add_argument("--no-orientation", action="store_true",
                  help="predictions have no orientation/ (B-metrics only)")
   p.add_argument("--output", default=None, type=cli_errors.output_file,
@@ -94,13 +108,19 @@ def main(argv=None):
   args = build_parser().parse_args(argv)
   t0 = time.time()
   try:
+    api.check_matcher(args.matcher, args.bsds_seed)
+  except (ValueError, bsds.MatcherUnavailableError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  try:
     summary = gt_readers.evaluate_dir(
         args.gt, args.pred,
         gt_format=None if args.gt_format == "auto" else args.gt_format,
         protocol=args.protocol, valid_only=args.valid_only,
         border=args.border, split=args.split, nthresh=args.nthresh,
         max_dist=args.max_dist, with_orientation=not args.no_orientation,
-        num_workers=args.workers)
+        num_workers=args.workers, matcher=args.matcher,
+        bsds_seed=args.bsds_seed)
   except (realoob_io.RealOOBFormatError,
           occlusion_formats.OcclusionFormatError) as e:
     print(f"error: {e}", file=sys.stderr)
@@ -108,12 +128,14 @@ def main(argv=None):
   name = args.name or os.path.basename(os.path.normpath(args.pred))
   print(format_table(summary, name))
   print(f"({summary['num_images']} images, gt={summary['gt_format']}, "
-        f"protocol={args.protocol}, O-curve={summary['o_curve']}, "
+        f"protocol={args.protocol}, matcher={args.matcher}, "
+        f"O-curve={summary['o_curve']}, "
         f"border={summary['border']}px, "
         f"{time.time() - t0:.1f}s)")
   result = {k: summary[k] for k in api.HEADLINE}
   result.update(
       gt_format=summary["gt_format"], protocol=args.protocol,
+      matcher=args.matcher, bsds_seed=args.bsds_seed,
       o_curve=summary["o_curve"], border=summary["border"],
       max_dist=args.max_dist,
       num_images=summary["num_images"], ids=summary["ids"],

@@ -278,7 +278,8 @@ def load_checked(files, gt_format, pred_dir, with_orientation=True):
 
 def evaluate_dir(gt_dir, pred_dir, gt_format=None, split=None, border=None,
                  valid_only=None, protocol="doob", nthresh=99,
-                 max_dist=0.0075, with_orientation=True, num_workers=None):
+                 max_dist=0.0075, with_orientation=True, num_workers=None,
+                 matcher="exact", bsds_seed=0):
   """Scores a prediction directory against GT of any supported format.
 
   Args:
@@ -291,13 +292,14 @@ def evaluate_dir(gt_dir, pred_dir, gt_format=None, split=None, border=None,
       (realoob 2, otherwise 0).
     valid_only: O-metrics on valid-orientation GT (`valid_poc`); None: the
       format's default (realoob True, otherwise False = doobscripts `_poc`).
-    protocol, nthresh, max_dist, with_orientation, num_workers: see
-      `api.evaluate_arrays`.
+    protocol, nthresh, max_dist, with_orientation, num_workers, matcher,
+      bsds_seed: see `api.evaluate_arrays`.
 
   Returns:
     the `api.evaluate_arrays` summary plus "ids", "gt_format", "border" and
     "valid_only".
   """
+  api.check_matcher(matcher, bsds_seed)
   fmt = gt_format or detect_format(gt_dir)
   if fmt not in FORMATS:
     raise ValueError(f"gt_format must be one of {FORMATS}, got {fmt!r}")
@@ -308,7 +310,8 @@ def evaluate_dir(gt_dir, pred_dir, gt_format=None, split=None, border=None,
                            valid_only=valid_only, border=border, split=split,
                            nthresh=nthresh, max_dist=max_dist,
                            with_orientation=with_orientation,
-                           num_workers=num_workers)
+                           num_workers=num_workers, matcher=matcher,
+                           bsds_seed=bsds_seed)
   else:
     files = list_gt_files(gt_dir, fmt, split)
     if not files:
@@ -316,32 +319,37 @@ def evaluate_dir(gt_dir, pred_dir, gt_format=None, split=None, border=None,
     gts = load_checked(files, fmt, pred_dir, with_orientation)
     ids = [i for i, _ in files]
     out = _evaluate_mat(pred_dir, ids, gts, protocol, valid_only, border,
-                        nthresh, max_dist, with_orientation, num_workers)
+                        nthresh, max_dist, with_orientation, num_workers,
+                        matcher, bsds_seed)
     out["ids"] = ids
   out.update(gt_format=fmt, border=border, valid_only=valid_only)
   return out
 
 
 def _evaluate_mat(pred_dir, ids, gts, protocol, valid_only, border, nthresh,
-                  max_dist, with_orientation, num_workers):
+                  max_dist, with_orientation, num_workers, matcher="exact",
+                  bsds_seed=0):
   """Scores checked .mat GT; each image is decoded inside its worker."""
 
-  def score(image_id):
+  def score(index):
+    image_id = ids[index]
     pr = realoob_io.read_prediction(pred_dir, image_id, with_orientation)
     ann = _expand(gts[image_id])
     counts = image_eval.evaluate_image(
         pr["boundaries"], ann["gts"], pr.get("orientation"),
         ann["theta_gts"], ann["valids"], protocol=protocol, nthresh=nthresh,
-        max_dist=max_dist, border=border)
+        max_dist=max_dist, border=border, matcher=matcher,
+        bsds_seed=api.image_seed(bsds_seed, index))
     counts["crispness"] = nms.crispness(pr["boundaries"])
     return counts
 
   workers = num_workers or min(len(ids), os.cpu_count() or 1) or 1
   if workers <= 1:
-    per_image = [score(i) for i in ids]
+    per_image = [score(i) for i in range(len(ids))]
   else:  # the numba kernels release the GIL
     with concurrent.futures.ThreadPoolExecutor(workers) as ex:
-      per_image = list(ex.map(score, ids))
+      per_image = list(ex.map(score, range(len(ids))))
   out = api.summarize_counts(per_image, valid_only=valid_only)
   out["per_image"] = per_image
+  out["matcher"] = matcher
   return out

@@ -1,10 +1,12 @@
 """The same per-image counts computed on BSDS `correspondPixels` (oracle).
 
-Used only by tests and bench/occlusion_eval.py: it runs pyEdgeEval 0.2.8's
-port of the BSDS matcher (a test extra, imported lazily) once per threshold,
-exactly as doobscripts `EvaluateSingle.m` (fastmode = 0) does, and derives
-the same count rows as `image_eval.evaluate_image`, so both can be fed to
-the same aggregation.  The matcher is stochastic; results jitter by ~1e-3.
+Used only by tests: it runs pyEdgeEval 0.2.8's port of the BSDS matcher (an
+extra, imported lazily) once per threshold, exactly as doobscripts
+`EvaluateSingle.m` (fastmode = 0) does, and derives the same count rows as
+`image_eval.evaluate_image`, so both can be fed to the same aggregation.  It
+is written independently of `image_eval`'s `matcher="bsds"` path, which the
+tests check against it (same seed via `bsds.reseed`, same counts).  The
+matcher is stochastic; results jitter by ~1e-3.
 """
 
 import numpy as np
