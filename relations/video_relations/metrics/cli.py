@@ -15,7 +15,9 @@ object per box; `fastjson`), validated on those columns (every problem
 listed at once, the messages of `validate.validate_submission`; format
 errors refuse, quirks the official scorer accepts are warnings and scored
 exactly as it does) and scored chunk by chunk on the arrays
-(`scoring.TableEvaluation`). Metrics are fractions: mAP, R@50, R@100, P@1, P@5, P@10.
+(`scoring.TableEvaluation`). A video id or top-level key given twice is
+refused (exit status 2, as `io.load_submission`: json.load would drop all
+but the last). Metrics are fractions: mAP, R@50, R@100, P@1, P@5, P@10.
 With --zero-shot, the triplets of GT absent from TRAIN_GT define two more
 evaluations: "zero_shot" (zero-shot GT and zero-shot predictions, xdshang
 `evaluate.py`) and "generalized_zero_shot" (zero-shot GT, all predictions,
@@ -158,7 +160,7 @@ def _pass(path, gt_job, protocol, dataset, validate_too=True):
   worker = threading.Thread(target=consumer.run, daemon=True)
   worker.start()
   try:
-    for event in fastjson.scan_document(path, detach=True):
+    for event in fastjson.scan_document(path, detach=True, unique_keys=True):
       if consumer.failed.is_set():
         break
       consumer.queue.put(event)
@@ -196,9 +198,7 @@ def main(argv=None) -> int:
   try:
     consumer = _pass(args.prediction, gt_job, args.protocol, args.dataset)
   except fastjson.FormatError as e:
-    what = ("malformed JSON" if e.kind == "json" else
-            "cannot decompress / decode")
-    scan_error = f"error: {args.prediction}: {what}: {e.detail}"
+    scan_error = f"error: {e.message(args.prediction)}"
   except OSError as e:
     scan_error = f"error: {e}"
   gt_job.join()

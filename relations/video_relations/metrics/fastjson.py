@@ -20,7 +20,10 @@ the whole videos of each window into `Chunk`s of arrays, with the values
 - The whole document is validated as JSON (grammar, nesting, UTF-8);
   values of keys the scorer does not read are validated and skipped. A
   repeated key keeps the last value at the first key's position, as
-  `json.load` builds a dict.
+  `json.load` builds a dict (or, `unique_keys`, a repeated video id or
+  top-level key refuses the submission, as `io.load_submission`). What
+  `json.loads` cannot read is refused too: nesting deeper than
+  `json_scan.MAX_DEPTH`, an integer of more digits than `int(str)` takes.
 - A record the arrays do not represent - a missing, repeated or
   mistyped field, an integer score, a number beyond the fast paths, a
   triplet that is not 3 strings - is "irregular": its bytes are decoded
@@ -54,14 +57,41 @@ WARN = json_scan.WARN
 XZ_MAGIC = b"\xfd7zXZ\x00"
 
 
+_FORMAT_ERROR_WHAT = {"json": "malformed JSON",
+                      "deep": "JSON nested too deeply",
+                      "value": "unreadable JSON value",
+                      "decode": "cannot decompress / decode"}
+
+
 class FormatError(ValueError):
-  """Not a JSON document: `kind` "json" (malformed) or "decode" (not XZ /
-  not UTF-8); `detail` says what and where."""
+  """Not a JSON document: `kind` "json" (malformed), "deep" (nested deeper
+  than json_scan.MAX_DEPTH), "value" (an integer json.loads refuses),
+  "decode" (not XZ / not UTF-8) or "duplicate" (`scan_document` with
+  unique_keys: a video or top-level key twice); `detail` says what and
+  where."""
 
   def __init__(self, kind: str, detail: str):
     super().__init__(detail)
     self.kind = kind
     self.detail = detail
+
+  def message(self, name: str, decode: str | None = None) -> str:
+    """`name: <what>: detail` (the wording of `io.load_submission`);
+    `decode` replaces the "decode" kind's words."""
+    what = _FORMAT_ERROR_WHAT.get(self.kind) if self.kind != "decode" or (
+        decode is None) else decode
+    return f"{name}: {what}: {self.detail}" if what else (
+        f"{name}: {self.detail}")
+
+
+def duplicate_message(dups: list, videos) -> str:
+  """The refusal of a submission whose `results` (or top level) repeats a
+  key: `dups` the repeated keys in the order json.load meets them, `videos`
+  the keys of the last `results` object."""
+  what = "video" if dups[0] in videos else "key"
+  return (f"{what} {dups[0]!r} appears more than once ({len(dups)} "
+          "duplicated key(s)); JSON readers keep only the last, so the other "
+          "predictions would be lost. Merge them into one entry")
 
 
 class NotTabular(ValueError):
@@ -307,7 +337,7 @@ def _chunk(buf, base, out, vocab, detach=False):
 def scan_document(source, groundtruth: bool = False,
                   vocab: Vocabulary | None = None,
                   window: int | None = None, detach: bool = False,
-                  capacity: tuple | None = None
+                  capacity: tuple | None = None, unique_keys: bool = False
                   ) -> Iterator[tuple[str, Any]]:
   """Events of a document, read window by window.
 
@@ -323,6 +353,10 @@ def scan_document(source, groundtruth: bool = False,
       consumer thread may work on one while the next ones are scanned.
     capacity: initial (videos, records, boxes) of the output arrays
       (default `CAPACITY`; untouched capacity costs address space only).
+    unique_keys: refuse (FormatError "duplicate", before "end") a
+      submission that repeats a video id within a "results" object or a
+      top-level key, as `io.load_submission` does; by default a repeated
+      key keeps the last value, as json.load.
 
   Yields:
     ("chunk", Chunk) whole videos; ("version", value) a top-level
@@ -330,20 +364,57 @@ def scan_document(source, groundtruth: bool = False,
     (json.load keeps the last: drop what came before); and last one of
     ("end", kind) with kind 0 no "results", 1 an object, 2 another value;
     ("not_object", None) a top-level value that is not an object;
-    ("annotation", None) GT mode: a top-level "trajectories" key (one
-    annotation file, not the GT mapping).
+    ("annotation", None) GT mode: a top-level key of one annotation file
+    ("trajectories", "subject/objects", "relation_instances", "video_id",
+    "frame_count"; `annotations.load_groundtruth` reads such a file as an
+    annotation, not as the GT mapping).
 
   Raises:
-    FormatError: not UTF-8 / XZ, or not JSON.
+    FormatError: not UTF-8 / XZ, not JSON, nested too deeply, an integer
+      json.loads refuses, or (unique_keys) a repeated key.
   """
   vocab = vocab or Vocabulary()
   src = (_BytesSource(bytes(source)) if isinstance(
       source, (bytes, bytearray, memoryview)) else _Source(source, BLOCK))
   try:
-    yield from _scan(src, groundtruth, vocab, window or WINDOW, detach,
-                     capacity or CAPACITY)
+    events = _scan(src, groundtruth, vocab, window or WINDOW, detach,
+                   capacity or CAPACITY)
+    if unique_keys and not groundtruth:
+      events = _unique_keys(events)
+    for event in events:
+      if event[0] != "key":
+        yield event
   finally:
     src.close()
+
+
+def _unique_keys(events):
+  """`events`, raising FormatError("duplicate") before "end" if a video id
+  repeats within a "results" object or a top-level key repeats. The keys
+  are counted in the order `io._loads_submission` meets them (a repeated
+  top-level key after the duplicates inside its value)."""
+  dups, top, videos, pending = [], set(), set(), None
+  for event in events:
+    kind, value = event
+    if kind == "chunk":
+      for vid in value.video_ids:
+        if vid in videos:
+          dups.append(vid)
+        videos.add(vid)
+    elif kind == "key":
+      if pending is not None:
+        dups.append(pending)
+      pending = value if value in top else None
+      top.add(value)
+    elif kind == "results_again":
+      videos = set()
+    elif kind == "end":
+      if pending is not None:
+        dups.append(pending)
+      if dups:
+        raise FormatError("duplicate", duplicate_message(
+            dups, videos if value == 1 else ()))
+    yield event
 
 
 def _scan(src, groundtruth, vocab, window, detach, capacity):
@@ -383,6 +454,10 @@ def _scan(src, groundtruth, vocab, window, detach, capacity):
       turn = (turn + 1) % len(outs)
     if state[1] >= 0:
       yield "version", json.loads(buf[state[1]:state[2]].tobytes())
+    if code == json_scan.TOP_KEY:
+      yield "key", _decode_token(buf[newpos:state[3]].tobytes())
+      pos = newpos
+      continue
     if code == json_scan.DONE:
       yield "end", int(state[4])
       return
@@ -392,13 +467,19 @@ def _scan(src, groundtruth, vocab, window, detach, capacity):
     if code == json_scan.TRAJECTORIES:
       yield "annotation", None
       return
-    if code in (json_scan.INVALID, json_scan.TOO_DEEP):
+    if code in (json_scan.INVALID, json_scan.TOO_DEEP, json_scan.HUGE_INT):
       # json.load decodes the whole file first: a UTF-8 error anywhere
       # wins over a JSON error (the scanner checks UTF-8 only in strings).
       _utf8_error(src, buf, base, pending)
-      what = ("invalid JSON" if code == json_scan.INVALID else
-              f"nesting deeper than {json_scan.MAX_DEPTH} levels")
-      raise FormatError("json", f"{what} at {_position(buf, base, newpos)}")
+      where = _position(buf, base, newpos)
+      if code == json_scan.TOO_DEEP:
+        raise FormatError("deep", f"nesting deeper than "
+                          f"{json_scan.MAX_DEPTH} levels at {where}")
+      if code == json_scan.HUGE_INT:
+        raise FormatError("value", "an integer of more than "
+                          f"{json_scan.MAX_INT_DIGITS} digits (Python's limit "
+                          f"for integer string conversion) at {where}")
+      raise FormatError("json", f"invalid JSON at {where}")
     if code == json_scan.RESULTS_AGAIN:
       yield "results_again", None
       pos = newpos

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from relations.video_relations.data import annotations as vrd_json
+from relations.video_relations.data import categories as vrd_categories
 from relations.video_relations.metrics import columns
 from relations.video_relations.metrics import fastjson
 from relations.io_util import write_json_atomic# pylint: disable=unused-import  (re-exported)
@@ -116,12 +117,9 @@ def load_submission(path: str) -> Any:
   except ValueError as e:  # an integer literal beyond Python's digit limit
     raise SubmissionError(f"{path}: unreadable JSON value: {e}") from None
   if dups:
-    videos = set(sub.get("results") or {}) if isinstance(sub, dict) else set()
-    what = "video" if dups[0] in videos else "key"
-    raise SubmissionError(
-        f"{path}: {what} {dups[0]!r} appears more than once ({len(dups)} duplicated key(s)); "
-        "JSON readers keep only the last, so the other predictions would be lost. Merge them "
-        "into one entry")
+    results = sub.get("results") if isinstance(sub, dict) else None
+    videos = set(results) if isinstance(results, dict) else set()
+    raise SubmissionError(f"{path}: {fastjson.duplicate_message(dups, videos)}")
   return sub
 
 
@@ -213,8 +211,12 @@ def read_groundtruth_table(path: str, dataset: str | None = None,
   Same input, videos, order, values and errors as `load_groundtruth`: an
   annotation folder is read file by file (official `glob` order), a
   consolidated GT JSON is scanned window by window (`fastjson`), and only
-  a video whose records are not plain is decoded alone and checked by the
-  same code (`annotations._groundtruth_from_json`).
+  a video whose records are not plain (or, with `dataset`, name a
+  category or predicate the dataset lacks) is decoded alone and checked by
+  the same code (`annotations._groundtruth_from_json`). A document that
+  json.loads cannot read (nested too deeply, a huge integer) is refused
+  with load_json's words, and one with a key of an annotation file is read
+  as that annotation file.
 
   Args:
     path: annotation folder, annotation file or consolidated GT JSON.
@@ -253,6 +255,10 @@ def read_groundtruth_table(path: str, dataset: str | None = None,
   window = size + 1 if whole else None
   capacity = (size // 7 + 16, size // 60 + 16, size // 9 + 16) if whole else (
       None)
+  known = None              # [names, 3] bool: the name is a known s / p / o
+  if dataset is not None:
+    objects = set(vrd_categories.object_categories(dataset))
+    pools = (objects, set(vrd_categories.predicates(dataset)), objects)
   try:
     for kind, chunk in fastjson.scan_document(path, groundtruth=True,
                                               vocab=vocab, window=window,
@@ -265,24 +271,35 @@ def read_groundtruth_table(path: str, dataset: str | None = None,
             f"{path}: ground truth must map video ids to lists")
       if kind != "chunk":
         continue
+      # Records to check with `load_groundtruth`'s code: the irregular
+      # ones and, with a dataset, those naming an unknown category.
+      suspect = chunk.flag == fastjson.IRREGULAR
+      plain = ~suspect
+      if dataset is not None and plain.any():
+        names = chunk.vocab.names
+        if known is None or len(known) < len(names):
+          have = 0 if known is None else len(known)
+          new = np.asarray([[n in pool for pool in pools]
+                            for n in names[have:]], bool).reshape(-1, 3)
+          known = new if known is None else np.concatenate([known, new])
+        ids = np.where(plain[:, None], chunk.names, 0)
+        suspect |= plain & ~known[ids, np.arange(3)].all(1)
       for v, vid in enumerate(chunk.video_ids):
         errors.pop(vid, None)
         if not chunk.is_list[v]:
           errors[vid] = vrd_json.AnnotationError(
               f"{path}: video {vid}: expected a list")
-        elif (chunk.flag[chunk.rows[v]:chunk.rows[v + 1]]
-              == fastjson.IRREGULAR).any():
+        elif suspect[chunk.rows[v]:chunk.rows[v + 1]].any():
           try:
             vrd_json._groundtruth_from_json(  # pylint: disable=protected-access
-                {vid: chunk.decode_value(v)}, path)
+                {vid: chunk.decode_value(v)}, path, dataset)
           except vrd_json.AnnotationError as e:
             errors[vid] = e
       parts.append(keep(fastjson.chunk_table(chunk, copy=window is None)))
       for j, vid in enumerate(chunk.video_ids):
         order[vid] = (len(parts) - 1, j)
   except fastjson.FormatError as e:
-    what = "malformed JSON" if e.kind == "json" else "cannot read"
-    raise vrd_json.AnnotationError(f"{path}: {what}: {e.detail}") from None
+    raise vrd_json.AnnotationError(e.message(path, decode="cannot read")) from None
   for vid in order:
     if vid in errors:
       raise errors[vid]

@@ -27,10 +27,15 @@ MORE = 1           # the window ends inside a video / member: resume at pos
 FULL = 2           # the output arrays are full: take them, resume at pos
 RESULTS_AGAIN = 3  # another top-level "results" starts at pos (last wins)
 NOT_OBJECT = 4     # valid JSON whose top-level value is not an object
-TRAJECTORIES = 5   # GT mode: a top-level "trajectories" key (annotation)
+TRAJECTORIES = 5   # GT mode: a top-level key of one annotation file
 INVALID = 6        # not JSON (pos: where it was detected)
 TOO_DEEP = 7       # nesting deeper than MAX_DEPTH
+HUGE_INT = 8       # an integer json.loads refuses (> MAX_INT_DIGITS digits)
+TOP_KEY = 9        # a top-level key at pos, its token ends at state[3]
 MAX_DEPTH = 4096
+# Python's default limit on the digits of int(str) (json.loads raises
+# ValueError beyond it; sys.int_info.default_max_str_digits).
+MAX_INT_DIGITS = 4300
 
 # Prediction flags (`pflag`).
 IRREGULAR = 1      # not a plain record: decode its bytes with json.loads
@@ -45,16 +50,20 @@ POW10 = np.array([10.0 ** k for k in range(23)])
 # one constant byte array (globals are compile-time constants in numba).
 _WORDS = (b"true", b"false", b"null", b"NaN", b"Infinity", b"results",
           b"triplet", b"score", b"duration", b"sub_traj", b"obj_traj",
-          b"subject_tid", b"object_tid", b"version", b"trajectories")
+          b"subject_tid", b"object_tid", b"version", b"trajectories",
+          b"subject/objects", b"relation_instances", b"video_id",
+          b"frame_count")
 _LEX = np.frombuffer(b"".join(_WORDS), np.uint8)
 _AT = [sum(map(len, _WORDS[:k])) for k in range(len(_WORDS))]
 _TRUE_W, _FALSE_W, _NULL_W, _NAN_W, _INF_W = (
     (_AT[k], len(_WORDS[k])) for k in range(5))
 # Keys: 0 results, 1 triplet, 2 score, 3 duration, 4 sub_traj, 5 obj_traj,
-# 6 subject_tid, 7 object_tid, 8 version, 9 trajectories.
+# 6 subject_tid, 7 object_tid, 8 version, 9 trajectories; 9-13: the keys
+# of one annotation file (`annotations._ANNOTATION_KEYS`).
 _KEY_AT = np.array(_AT[5:], np.int64)
 _KEY_LEN = np.array([len(w) for w in _WORDS[5:]], np.int64)
 _K_RESULTS, _K_VERSION, _K_TRAJECTORIES = 0, 8, 9
+_K_ANNOTATION_LAST = 13
 
 
 def _powers_of_five():
@@ -454,6 +463,8 @@ def _skip(buf, i):
       _, kind, e = _number(buf, i)
       if kind == _BAD:
         return -1, INVALID, i
+      if kind == _SLOW and _int_too_long(buf, i, e):
+        return -1, HUGE_INT, i
       i = e
     while True:                      # after a value: ',' or close
       if sp == 0:
@@ -476,6 +487,14 @@ def _skip(buf, i):
         sp -= 1
         continue
       return -1, INVALID, j
+
+
+@_leaf
+def _int_too_long(buf, s, e):
+  """The number token buf[s:e] is an integer of more digits than
+  `int(str)` (hence json.loads) accepts."""
+  digits = e - s - (1 if buf[s] == 45 else 0)
+  return digits > MAX_INT_DIGITS and not _has_dot_or_exp(buf, s, e)
 
 
 @_leaf
@@ -697,7 +716,8 @@ def _pred(buf, i, is_gt, p, nbox, name_tok, score, dur, dflags, traj,
     elif field == 6 or field == 7:                   # GT subject / object tid
       v, kind, e = _fast_number(buf, i)
       if not (kind == _INT or (kind == _SLOW
-                               and not _has_dot_or_exp(buf, i, e))):
+                               and not _has_dot_or_exp(buf, i, e)
+                               and not _int_too_long(buf, i, e))):
         return IRREGULAR, i, nbox
       i = e
     else:
@@ -763,6 +783,7 @@ _P_RES_KEY = 5     # a video member
 _P_RES_NEXT = 6    # after a video member: ',' or '}'
 _P_END = 7         # after the document: whitespace only
 _P_RES_VALUE = 8   # at the value of a "results" member
+_P_TOP_SEEN = 9    # a top-level member whose key was reported (TOP_KEY)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -779,8 +800,8 @@ def scan_window(buf, final, is_gt, state, pos, vid_tok, vid_val, vid_list,
       submission whose top-level "results" is that mapping.
     state: int64 [5] kept between calls (zeros at the start): [0] phase,
       [1:3] (out) span of a top-level "version" value seen in this call
-      (-1 if none), [3] unused, [4] kind of the last "results" value (0
-      none, 1 object, 2 other).
+      (-1 if none), [3] (out, with TOP_KEY) end of the key token, [4]
+      kind of the last "results" value (0 none, 1 object, 2 other).
     pos: where to resume (the previous call's returned position, moved with
       the window).
     vid_*, pspan ... boxes: output arrays, rows from 0 (their lengths are
@@ -793,7 +814,9 @@ def scan_window(buf, final, is_gt, state, pos, vid_tok, vid_val, vid_list,
 
   Returns:
     (code, pos): DONE; MORE / FULL / RESULTS_AGAIN (resume at pos);
-    NOT_OBJECT, TRAJECTORIES; INVALID / TOO_DEEP (pos: where).
+    TOP_KEY (a submission's top-level key token at buf[pos:state[3]];
+    resume at pos); NOT_OBJECT, TRAJECTORIES (GT mode: a key of one
+    annotation file); INVALID / TOO_DEEP / HUGE_INT (pos: where).
   """
   n = len(buf)
   nv = 0
@@ -845,7 +868,7 @@ def scan_window(buf, final, is_gt, state, pos, vid_tok, vid_val, vid_list,
           phase = _P_TOP_NEXT
         continue
       phase = _P_TOP_KEY if phase == _P_TOP_FIRST else _P_RES_KEY
-    elif phase == _P_TOP_KEY or phase == _P_RES_KEY:
+    elif phase == _P_TOP_KEY or phase == _P_RES_KEY or phase == _P_TOP_SEEN:
       i = _ws(buf, i)
       ks = i
       if i >= n:
@@ -868,7 +891,12 @@ def scan_window(buf, final, is_gt, state, pos, vid_tok, vid_val, vid_list,
         else:
           code, i = INVALID, (ks if ke < 0 else _ws(buf, ke))
         break
-      if phase == _P_TOP_KEY:
+      if phase == _P_TOP_KEY:        # report the key (duplicate check)
+        state[3] = ke
+        code, i = TOP_KEY, ks
+        phase = _P_TOP_SEEN
+        break
+      if phase == _P_TOP_SEEN:
         if _key_is(buf, ks, ke, _K_RESULTS):
           if state[4] != 0:
             code, i = RESULTS_AGAIN, vs
@@ -891,9 +919,15 @@ def scan_window(buf, final, is_gt, state, pos, vid_tok, vid_val, vid_list,
         phase = _P_TOP_NEXT
         continue
       # A video.
-      if is_gt and _key_is(buf, ks, ke, _K_TRAJECTORIES):
-        code = TRAJECTORIES
-        break
+      if is_gt:
+        annotation = False
+        for key in range(_K_TRAJECTORIES, _K_ANNOTATION_LAST + 1):
+          if _key_is(buf, ks, ke, key):
+            annotation = True
+            break
+        if annotation:
+          code = TRAJECTORIES
+          break
       if nv == len(vid_list):
         code = FULL
         break

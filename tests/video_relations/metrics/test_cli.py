@@ -10,6 +10,7 @@ import pytest
 from relations.video_relations.data import annotations as vrd_json
 from relations.video_relations.metrics import cli as vidor_cli
 from relations.video_relations.metrics import columns
+from relations.video_relations.metrics import fastjson as vrd_fastjson
 from relations.video_relations.metrics import io as vrd_io
 from tests.video_relations.metrics.helpers import gt, pred
 
@@ -191,6 +192,12 @@ _GT_REL = ('{"triplet": ["adult", "next_to", "dog"], "subject_tid": 0, '
     "[1, 2]",
     '{"1": [' + _GT_REL + "]",
     '{"video_id": "1", "trajectories": []}',
+    '{"video_id": "1", "subject/objects": []}',       # no "trajectories"
+    '{"1": [' + _GT_REL.replace('"subject_tid": 0', '"subject_tid": '
+                                + "9" * 5000) + "]}",
+    '{"1": [' + _GT_REL.replace('"subject_tid": 0', '"subject_tid": -'
+                                + "9" * 4300) + "]}",   # at the limit: read
+    '{"1": [' + _GT_REL.replace('"dog"]', '"martian"]') + "]}",
 ])
 def test_groundtruth_table_equals_the_dict_loader(tmp_path, text):
   # The CLI's GT reader: the dict loader's table, or its exact error.
@@ -202,8 +209,10 @@ def test_groundtruth_table_equals_the_dict_loader(tmp_path, text):
   except vrd_json.AnnotationError as e:
     with pytest.raises(vrd_json.AnnotationError) as got:
       vrd_io.read_groundtruth_table(str(path))
-    if "malformed JSON" in str(e):
-      assert "malformed JSON" in str(got.value)
+    for what in ("malformed JSON", "unreadable JSON value"):
+      if what in str(e):  # the scanner says where, not what json.loads says
+        assert str(got.value).startswith(f"{path}: {what}: ")
+        break
     else:
       assert str(got.value) == str(e)
     return
@@ -221,6 +230,46 @@ def test_groundtruth_table_equals_the_dict_loader(tmp_path, text):
       np.concatenate([want.boxes[o:o + n] for o, n in zip(
           want.offset.reshape(-1), want.length.reshape(-1))] or [np.zeros(
               (0, 4))]))
+
+
+@pytest.mark.parametrize("text", [
+    '{"1": [' + _GT_REL + '], "2": [' + _GT_REL.replace('"dog"]', '"martian"]')
+    + "]}",
+    '{"1": [' + _GT_REL.replace('"next_to"', '"next_to_x"') + "]}",
+    '{"1": [' + _GT_REL.replace('"adult"', '"Adult"').replace(
+        '"subject_tid": 0', '"subject_tid": 0.0') + "]}",    # irregular too
+    '{"1": [' + _GT_REL.replace('"adult"', '"martian"') + ", "
+    + _GT_REL.replace('"adult"', '"sc\\u0068ool"') + "]}",
+    '{"1": [' + _GT_REL + "]}",
+])
+@pytest.mark.parametrize("dataset", ["vidor", "vidvrd"])
+def test_groundtruth_table_checks_the_dataset_names(tmp_path, text, dataset):
+  # --dataset: the names of a consolidated GT JSON are checked as
+  # load_groundtruth checks them (same first error).
+  path = tmp_path / "gt.json"
+  path.write_text(text)
+  try:
+    want = list(vrd_io.load_groundtruth(str(path), dataset))
+  except vrd_json.AnnotationError as e:
+    with pytest.raises(vrd_json.AnnotationError) as got:
+      vrd_io.read_groundtruth_table(str(path), dataset)
+    assert str(got.value) == str(e) and f"not a known {dataset}" in str(e)
+    return
+  assert vrd_io.read_groundtruth_table(str(path), dataset).video_ids == want
+
+
+def test_groundtruth_table_hostile_json(tmp_path):
+  path = tmp_path / "gt.json"
+  path.write_text("[" * 5000 + "]" * 5000)
+  with pytest.raises(vrd_json.AnnotationError, match=r"gt\.json: JSON nested too "
+                     "deeply: nesting deeper than 4096 levels"):
+    vrd_io.read_groundtruth_table(str(path))
+  path.write_text('{"1": [], "2": {"x": [1, -' + "9" * 4301 + "]}}")
+  with pytest.raises(vrd_json.AnnotationError, match=r"gt\.json: unreadable JSON "
+                     r"value: an integer of more than 4300 digits .* at byte 25 "):
+    vrd_io.read_groundtruth_table(str(path))
+  with pytest.raises(vrd_json.AnnotationError, match="unreadable JSON value"):
+    vrd_io.load_groundtruth(str(path))
 
 
 @pytest.mark.parametrize("dataset", ["vidor", "vidvrd"])
@@ -268,6 +317,88 @@ def test_duplicated_video_is_refused(tmp_path, capsys):
   with pytest.raises(vrd_io.SubmissionError, match=r"dup\.json: video '1' appears more than "
                      r"once \(1 duplicated key\(s\)\)"):
     vrd_io.load_submission(str(path))
+  (tmp_path / "gt.json").write_text(json.dumps(_gt_json(
+      {"1": [gt(NEXT, (0, 2), SQ, FAR)]})))
+  argv = ["--groundtruth", str(tmp_path / "gt.json"), "--prediction", str(path)]
+  assert vidor_cli.main(argv) == 2        # the CLI's columnar reader agrees
+  assert ("dup.json: video '1' appears more than once (1 duplicated key(s))"
+          in capsys.readouterr().err)
   path.write_text('{"results": {}, "results": {}}')
   with pytest.raises(vrd_io.SubmissionError, match="key 'results' appears more than once"):
     vrd_io.load_submission(str(path))
+  assert vidor_cli.main(argv) == 2
+  assert "dup.json: key 'results' appears more than once" in capsys.readouterr().err
+
+
+_ONE = json.dumps([pred(NEXT, 0.9, (0, 2), SQ, FAR)])
+
+
+@pytest.mark.parametrize("text", [
+    '{"results": {"1": ' + _ONE + ', "2": [], "1": ' + _ONE
+    + ', "2": 5, "1": []}}',
+    '{"results": {"1": []}, "version": "V", "results": {"2": [], "2": '
+    + _ONE + "}}",
+    '{"results": {"1": [], "1": []}, "results": 3, "version": 1, "version": 2}',
+    ('{"version": "V", "results": {"v\\u0031": [], "v1": []}, "x": {"a": 1, '
+     '"a": 2}}'),
+    '{"results": {"1": ' + _ONE + ', "2": ' + _ONE + '}, "version": "V"}',
+    '{"results": {"1": {"1": 1, "1": 2}}}',
+    '{"results": [], "results": []}',
+    '{"1": [], "results": {"1": []}, "1": []}',
+])
+def test_columnar_reader_refuses_duplicates_as_load_submission(tmp_path, text):
+  # Same refusal (first key named, count) as the dict reader, whatever the
+  # windows; duplicates below the video level are accepted by both.
+  path = tmp_path / "s.json"
+  path.write_text(text)
+  try:
+    vrd_io.load_submission(str(path))
+    want = None
+  except vrd_io.SubmissionError as e:
+    want = str(e)
+  for window in (None, 17):
+    try:
+      for _ in vrd_fastjson.scan_document(str(path), window=window,
+                                          unique_keys=True):
+        pass
+      got = None
+    except vrd_fastjson.FormatError as e:
+      assert e.kind == "duplicate"
+      got = e.message(str(path))
+    assert got == want
+  assert want is None or "more than once" in want
+
+
+@pytest.mark.parametrize("text,words", [
+    ('{"results": {"1": [], "x": ' + "9" * 5000 + "}}",
+     "unreadable JSON value: an integer of more than 4300 digits"),
+    ('{"version": -' + "1" * 4301 + ', "results": {}}',
+     "unreadable JSON value: an integer of more than 4300 digits"),
+    ('{"results": {"1": [' + json.dumps(pred(NEXT, 0.9, (0, 2), SQ, FAR))
+     .replace("0.9", "9" * 4301) + "]}}", "unreadable JSON value"),
+    ("[" * 5000 + "]" * 5000, "JSON nested too deeply: nesting deeper than 4096"),
+])
+def test_cli_refuses_what_json_loads_cannot_read(tmp_path, capsys, text, words):
+  path = tmp_path / "s.json"
+  path.write_text(text)
+  with pytest.raises(vrd_io.SubmissionError):
+    vrd_io.load_submission(str(path))
+  (tmp_path / "gt.json").write_text(json.dumps(_gt_json(
+      {"1": [gt(NEXT, (0, 2), SQ, FAR)]})))
+  assert vidor_cli.main(["--groundtruth", str(tmp_path / "gt.json"),
+                         "--prediction", str(path)]) == 2
+  err = capsys.readouterr().err
+  assert f"error: {path}: {words}" in err and "Traceback" not in err
+
+
+def test_cli_reads_an_integer_at_the_digit_limit(tmp_path, capsys):
+  # 4300 digits: json.loads reads it; the validator judges the value.
+  path = tmp_path / "s.json"
+  path.write_text('{"results": {"1": ' + "9" * 4300 + "}}")
+  vrd_io.load_submission(str(path))
+  (tmp_path / "gt.json").write_text(json.dumps(_gt_json(
+      {"1": [gt(NEXT, (0, 2), SQ, FAR)]})))
+  assert vidor_cli.main(["--groundtruth", str(tmp_path / "gt.json"),
+                         "--prediction", str(path)]) == 1
+  err = capsys.readouterr().err
+  assert "video '1': predictions must be a list" in err and "format errors; not scored" in err

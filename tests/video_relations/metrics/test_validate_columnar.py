@@ -19,6 +19,7 @@ import pytest
 
 from relations.video_relations.metrics import cli
 from relations.video_relations.metrics import fastjson
+from relations.video_relations.metrics import io as vrd_io
 from relations.video_relations.metrics import validate
 from tests.video_relations.metrics.helpers import gt, pred
 
@@ -205,6 +206,11 @@ def _cli(tmp_path, text, capsys):
 @pytest.mark.parametrize("name", sorted(_HOSTILE))
 def test_cli_refuses_exactly_when_the_validator_errs(tmp_path, capsys, name):
   rc, cap = _cli(tmp_path, _HOSTILE[name], capsys)
+  try:  # a video or top-level key twice: refused unread, as the dict reader does
+    vrd_io.load_submission(str(tmp_path / "p.json"))
+  except vrd_io.SubmissionError as e:
+    assert rc == 2 and f"error: {e}" in cap.err and "more than once" in str(e)
+    return
   want = validate.validate_submission(json.loads(_HOSTILE[name]),
                                       {"1": [1]})
   if want.problems:
