@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """Acc@50 scoring speed: shared prompt (computed once per query) vs one forward per candidate.
 
 Each Acc@50 query scores 50 candidate inferences that share one prompt (image slots, event,

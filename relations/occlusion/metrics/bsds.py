@@ -1,5 +1,3 @@
-# Copyright 2025 The relations Authors.
-# SPDX-License-Identifier: Apache-2.0
 """The BSDS `correspondPixels` matcher (pyEdgeEval 0.2.8), for `matcher="bsds"`.
 
 Published PIOD / BSDS-ownership / RealOOB numbers were matched by the BSDS
