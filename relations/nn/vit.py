@@ -15,6 +15,10 @@ Outputs: `pooled` [B, D] (mean over patch tokens, or the CLS token with pool_typ
 Position embeddings are learned for a reference grid (`posemb_grid`) and bilinearly resampled to the
 input's grid at call time, so a model trained at one resolution runs at another.
 
+Architecture switches for pretrained backbones (`mlp_act`, `ln_eps`, `layer_scale`, `pre_norm`)
+cover Hugging Face ViT, DINOv2 and CLIP vision towers; `relations.nn.vit_import` reads those
+checkpoints (and big_vision / AugReg `.npz`) with a report of what was and was not filled.
+
 `load(params, path)` reads a big_vision-format `.npz` checkpoint from a local path (keys such as
 `embedding/kernel`, `Transformer/encoderblock_0/MlpBlock_0/Dense_0/kernel`, `pos_embedding`), resamples
 the position embedding to this model's grid and returns the new params.
