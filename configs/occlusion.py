@@ -16,12 +16,21 @@ Arg keys (`configs/occlusion.py:variant=B/16,loss=hed,hires=false`):
   orient_loss   cosine | smooth_l1 (on the wrapped angle error);
   hires         high-resolution conv branch on/off (ablation);
   patch         patch size override (0 = the variant's; ablation);
-  offline_16x   train on the 16x offline geometric augmentation.
+  offline_16x   train on the 16x offline geometric augmentation;
+  backbone      pretrained ViT the paper setup starts from (relations/nn/vit_import.py
+                BACKBONES): augreg_b16 (default for B/16), dinov2_b14 (crop 322),
+                clip_b16, or none (random init on purpose).
+
+Pretrained backbone: `--config.model.init_from=<local path>` of the backbone's checkpoint
+(AugReg ViT-B/16 i21k: gsutil cp gs://vit_models/augreg/B_16-i21k-300ep-lr_0.001-aug_medium1-
+wd_0.1-do_0.0-sd_0.0.npz .; DINOv2 / CLIP: the Hugging Face directory with model.safetensors and
+config.json). Without it a paper config logs that the backbone is random.
 """
 
 import common  # configs/common.py
 import ml_collections
 
+from relations.nn import vit_import
 from relations.train import config_util
 
 
@@ -29,7 +38,7 @@ def get_config(arg=None):
   arg = config_util.parse_arg(arg, variant="B/16", dataset="realoob",
                               orient=True, loss="attention",
                               orient_loss="cosine", hires=True, patch=0,
-                              offline_16x=False, tiny=False)
+                              offline_16x=False, tiny=False, backbone="auto")
   tiny = arg.tiny or arg.variant == "tiny"
   if not tiny:  # an unknown variant fails here, not after the dataset build
     from relations.nn import vit  # pylint: disable=g-import-not-at-top
@@ -67,6 +76,8 @@ def get_config(arg=None):
       hires=arg.hires,
       hires_channels=32,
       orientation=arg.orient,
+      backbone="",                      # a vit_import.BACKBONES name (set below)
+      init_from="",                     # its local checkpoint path (.npz or HF dir)
   )
   c.loss = dict(boundary=arg.loss, beta=4.0, gamma=0.5,
                 orientation=arg.orient_loss, w_orientation=1.0)
@@ -102,6 +113,20 @@ def get_config(arg=None):
     c.evals.test.update(every_steps=0, num_workers=2)
     c.demo = dict(num_train=192, num_test=24, num_hard_negatives=16,
                   size=(96, 96))
+  backbone = arg.backbone
+  if backbone == "auto":
+    backbone = "augreg_b16" if arg.variant == "B/16" and not tiny else "none"
+  if backbone != "none":
+    if backbone not in vit_import.BACKBONES:
+      raise ValueError(f"Config arg 'backbone': unknown {backbone!r} "
+                       f"({', '.join(vit_import.BACKBONES)}, none)")
+    vit_kw = dict(vit_import.BACKBONES[backbone]["vit"])
+    c.model.vit_variant = vit_kw.pop("variant")
+    patch = vit_import.vit.decode_variant(c.model.vit_variant)["patch_size"]
+    if patch == 14:                   # crops must be a multiple of the patch
+      c.input.crop_size = (322, 322)
+    c.model.vit = dict(posemb_grid=tuple(s // patch for s in c.input.crop_size), **vit_kw)
+    c.model.backbone = backbone
   if arg.patch:
     c.model.vit.patch_size = arg.patch
   return c

@@ -25,12 +25,21 @@ Arg keys (`configs/video_relations.py:tiny,motion=false,queries=8`):
   queries         number of detection queries;
   refine          pixel box-refinement crop size (0 = off; tiny: 16, applied
                   twice with separate weights, `model.refine_iters`);
-  steps           training steps (0 = the variant's default).
+  steps           training steps (0 = the variant's default);
+  backbone        pretrained ViT the paper setup starts from (relations/nn/vit_import.py
+                  BACKBONES): augreg_b16 (default, not tiny), dinov2_b14, clip_b16, or
+                  none (random init on purpose).
+
+Pretrained backbone: `--config.model.init_from=<local path>` (AugReg ViT-B/16 i21k: gsutil cp
+gs://vit_models/augreg/B_16-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.0-sd_0.0.npz .; DINOv2 /
+CLIP: the Hugging Face directory with model.safetensors and config.json). Without it a non-tiny
+config logs that the backbone is random.
 """
 
 import common  # configs/common.py
 import ml_collections
 
+from relations.nn import vit_import
 from relations.train import config_util
 
 
@@ -38,7 +47,7 @@ def get_config(arg=None):
   arg = config_util.parse_arg(arg, tiny=False, paper=False, dataset="vidor",
                               tracks="both", motion=True, seg_len=0,
                               seg_stride=0, assoc=0.5, queries=0, steps=0,
-                              refine=-1)
+                              refine=-1, backbone="auto")
   c = ml_collections.ConfigDict()
   c.task = "video_relations"
   c.seed = 0
@@ -85,6 +94,8 @@ def get_config(arg=None):
       use_motion=arg.motion,
       refine_size=0,          # pixel box refinement crop (0 = off)
       refine_iters=1,         # refinement iterations (separate weights)
+      backbone="",            # a vit_import.BACKBONES name (set below)
+      init_from="",           # its local checkpoint path (.npz or HF dir)
   )
   c.loss = dict(eos_coef=0.1, w_class=1.0, w_l1=5.0, w_giou=2.0,
                 det=1.0, aux=1.0, emb=0.5, rel=2.0, focal_gamma=0.0)
@@ -165,6 +176,18 @@ def get_config(arg=None):
     c.data.builder_config = "fps4_short224"
     c.input.update(batch_size=128, clip_frames=4, max_objects=16,
                    max_pairs=64)
+  backbone = arg.backbone
+  if backbone == "auto":
+    backbone = "none" if arg.tiny else "augreg_b16"
+  if backbone != "none":
+    if backbone not in vit_import.BACKBONES:
+      raise ValueError(f"Config arg 'backbone': unknown {backbone!r} "
+                       f"({', '.join(vit_import.BACKBONES)}, none)")
+    vit_kw = dict(vit_import.BACKBONES[backbone]["vit"])
+    c.model.vit_variant = vit_kw.pop("variant")
+    patch = vit_import.vit.decode_variant(c.model.vit_variant)["patch_size"]
+    c.model.vit = dict(posemb_grid=tuple(s // patch for s in c.input.image_size), **vit_kw)
+    c.model.backbone = backbone
   if arg.seg_len:
     c.video.segment_length = arg.seg_len
     c.video.segment_stride = max(arg.seg_len // 2, 1)

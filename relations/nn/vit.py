@@ -15,6 +15,10 @@ Outputs: `pooled` [B, D] (mean over patch tokens, or the CLS token with pool_typ
 Position embeddings are learned for a reference grid (`posemb_grid`) and bilinearly resampled to the
 input's grid at call time, so a model trained at one resolution runs at another.
 
+Architecture switches for pretrained backbones (`mlp_act`, `ln_eps`, `layer_scale`, `pre_norm`)
+cover Hugging Face ViT, DINOv2 and CLIP vision towers; `relations.nn.vit_import` reads those
+checkpoints (and big_vision / AugReg `.npz`) with a report of what was and was not filled.
+
 `load(params, path)` reads a big_vision-format `.npz` checkpoint from a local path (keys such as
 `embedding/kernel`, `Transformer/encoderblock_0/MlpBlock_0/Dense_0/kernel`, `pos_embedding`), resamples
 the position embedding to this model's grid and returns the new params.
@@ -63,38 +67,63 @@ def resample_posemb(posemb: jax.Array, new_hw: Sequence[int]) -> jax.Array:
   return jax.image.resize(posemb, (1, *new_hw, posemb.shape[-1]), method="bilinear")
 
 
+def activation(name: str):
+  """The MLP nonlinearity by name: big_vision's tanh-approximated GELU ("gelu_tanh"), the exact
+  erf GELU of Hugging Face ViT / DINOv2 ("gelu"), or CLIP's x * sigmoid(1.702 x) ("quick_gelu")."""
+  if name == "gelu_tanh":
+    return lambda x: nn.gelu(x, approximate=True)
+  if name == "gelu":
+    return lambda x: nn.gelu(x, approximate=False)
+  if name == "quick_gelu":
+    return lambda x: x * nn.sigmoid(1.702 * x)
+  raise ValueError(f"Unknown ViT mlp_act {name!r}; expected gelu_tanh, gelu or quick_gelu")
+
+
 class MlpBlock(nn.Module):
   mlp_dim: int
   dropout: float = 0.0
+  act: str = "gelu_tanh"
 
   @nn.compact
   def __call__(self, x, train: bool):
     d = x.shape[-1]
     x = nn.Dense(self.mlp_dim, kernel_init=nn.initializers.xavier_uniform(),
                  bias_init=nn.initializers.normal(1e-6))(x)
-    x = nn.gelu(x)
+    x = activation(self.act)(x)
     x = nn.Dropout(self.dropout)(x, deterministic=not train)
     return nn.Dense(d, kernel_init=nn.initializers.xavier_uniform(),
                     bias_init=nn.initializers.normal(1e-6))(x)
 
 
 class Encoder1DBlock(nn.Module):
-  """Pre-LN transformer block: x + MHA(LN(x)), then x + MLP(LN(x))."""
+  """Pre-LN transformer block: x + MHA(LN(x)), then x + MLP(LN(x)).
+
+  With `layer_scale` (DINOv2) each branch is multiplied by a learned per-channel vector
+  (`ls1`, `ls2`, initialised to 1) before the residual add.
+  """
   mlp_dim: int
   num_heads: int
   dropout: float = 0.0
+  mlp_act: str = "gelu_tanh"
+  ln_eps: float = 1e-6
+  layer_scale: bool = False
 
   @nn.compact
   def __call__(self, x, train: bool):
     x = nn.with_logical_constraint(x, ("act_batch", "act_len", "act_emb"))
-    y = nn.LayerNorm()(x)
+    d = x.shape[-1]
+    y = nn.LayerNorm(epsilon=self.ln_eps)(x)
     y = nn.MultiHeadDotProductAttention(
         num_heads=self.num_heads, kernel_init=nn.initializers.xavier_uniform(),
         deterministic=not train, dropout_rate=self.dropout)(y, y)
+    if self.layer_scale:
+      y = y * self.param("ls1", nn.initializers.ones, (d,), jnp.float32).astype(y.dtype)
     y = nn.Dropout(self.dropout)(y, deterministic=not train)
     x = x + y
-    y = nn.LayerNorm()(x)
-    y = MlpBlock(self.mlp_dim, self.dropout)(y, train)
+    y = nn.LayerNorm(epsilon=self.ln_eps)(x)
+    y = MlpBlock(self.mlp_dim, self.dropout, self.mlp_act)(y, train)
+    if self.layer_scale:
+      y = y * self.param("ls2", nn.initializers.ones, (d,), jnp.float32).astype(y.dtype)
     y = nn.Dropout(self.dropout)(y, deterministic=not train)
     return x + y
 
@@ -105,15 +134,18 @@ class Encoder(nn.Module):
   mlp_dim: int
   num_heads: int
   dropout: float = 0.0
+  mlp_act: str = "gelu_tanh"
+  ln_eps: float = 1e-6
+  layer_scale: bool = False
 
   @nn.compact
   def __call__(self, x, train: bool):
     blocks = {}
     for i in range(self.depth):
-      x = Encoder1DBlock(self.mlp_dim, self.num_heads, self.dropout,
-                         name=f"encoderblock_{i}")(x, train)
+      x = Encoder1DBlock(self.mlp_dim, self.num_heads, self.dropout, self.mlp_act, self.ln_eps,
+                         self.layer_scale, name=f"encoderblock_{i}")(x, train)
       blocks[f"block{i}"] = x
-    return nn.LayerNorm(name="encoder_norm")(x), blocks
+    return nn.LayerNorm(epsilon=self.ln_eps, name="encoder_norm")(x), blocks
 
 
 class _ViT(nn.Module):
@@ -126,6 +158,12 @@ class _ViT(nn.Module):
   posemb_grid: tuple[int, int] = (14, 14)
   pool_type: str = "gap"  # "gap" (mean of patch tokens) or "tok" (a CLS token)
   dropout: float = 0.0
+  # Architecture switches for imported backbones (relations/nn/vit_import.py); the defaults are
+  # big_vision's ViT.
+  mlp_act: str = "gelu_tanh"   # gelu_tanh | gelu (HF ViT, DINOv2) | quick_gelu (CLIP)
+  ln_eps: float = 1e-6         # LayerNorm epsilon (HF ViT 1e-12, CLIP 1e-5)
+  layer_scale: bool = False    # DINOv2's per-channel residual branch scales
+  pre_norm: bool = False       # CLIP's LayerNorm on the embedded tokens, before block 0
 
   @nn.compact
   def __call__(self, images, train: bool = False):
@@ -145,9 +183,11 @@ class _ViT(nn.Module):
       cls = self.param("cls", nn.initializers.zeros, (1, 1, self.width), x.dtype)
       x = jnp.concatenate([jnp.tile(cls, (b, 1, 1)), x], axis=1)
       n_extra = 1
+    if self.pre_norm:
+      x = nn.LayerNorm(epsilon=self.ln_eps, name="pre_norm")(x)
     x = nn.Dropout(self.dropout)(x, deterministic=not train)
-    x, blocks = Encoder(self.depth, self.mlp_dim, self.num_heads, self.dropout,
-                        name="Transformer")(x, train)
+    x, blocks = Encoder(self.depth, self.mlp_dim, self.num_heads, self.dropout, self.mlp_act,
+                        self.ln_eps, self.layer_scale, name="Transformer")(x, train)
     out.update(blocks)
     tokens = x[:, n_extra:]
     out["encoded"] = tokens

@@ -104,6 +104,13 @@ def init_params(model, batch, rng):
   return model.init(rng, jnp.asarray(batch["image"]), train=False)["params"]
 
 
+def load_pretrained(config, params):
+  """Imports `config.model.init_from` (big_vision .npz or HF ViT / DINOv2 / CLIP) into the ViT;
+  warns when a config naming a pretrained `model.backbone` has none."""
+  from relations.nn import vit_import  # pylint: disable=g-import-not-at-top
+  return vit_import.load_backbone(config.model, params, ("vit",))
+
+
 def loss_fn(model, params, batch, rng, config):
   out = model.apply({"params": params}, batch["image"], train=True,
                     rngs={"dropout": rng})

@@ -204,6 +204,8 @@ def preprocess_train(example, rng, config):
 def make_model(config):
   kw = dict(config.model.to_dict())
   variant = kw.pop("vit_variant", None) or None
+  kw.pop("backbone", None)
+  kw.pop("init_from", None)
   return relation_tracker.Model(vit_variant=variant, **kw)
 
 
@@ -233,6 +235,13 @@ def init_params(model, batch, rng):
                           model.num_classes)
   batch = jax.tree.map(jnp.asarray, batch)
   return model.init(rng, _model_frames(batch), *args)["params"]
+
+
+def load_pretrained(config, params):
+  """Imports `config.model.init_from` (big_vision .npz or HF ViT / DINOv2 / CLIP) into the frame
+  encoder; warns when a config naming a pretrained `model.backbone` has none."""
+  from relations.nn import vit_import  # pylint: disable=g-import-not-at-top
+  return vit_import.load_backbone(config.model, params, ("encoder",))
 
 
 def loss_fn(model, params, batch, rng, config):
