@@ -146,3 +146,13 @@ def test_no_import_cycles():
     if v not in index:
       visit(v)
   assert not cycles
+
+
+def test_tree_is_formatted():
+  # One formatter for the whole tree (ruff format, configured in pyproject.toml): a change that
+  # is not formatted fails here rather than in review.
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  result = subprocess.run([sys.executable, "-m", "ruff", "format", "--check", "."],
+                          cwd=ROOT.parent, capture_output=True, text=True, check=False)
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
