@@ -38,12 +38,18 @@ def _setting(name):
   """(model, layout) of configs/commonsense.py's `name` variant (features, PG, masked)."""
   sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs"))
   import commonsense as cfg_mod  # pylint: disable=g-import-not-at-top
+
   c = cfg_mod.get_config(f"variant={name}")
   lm = dict(c.model.lm)
   lm["vocab_size"] = gpt2.VISUALCOMET_VOCAB
   lm["dropout"] = 0.0
-  model = vl_generator.Model(lm_variant=c.model.lm_variant, lm=lm, visual="features",
-                             num_slots=c.layout.num_max_boxes, visual_dropout=0.0)
+  model = vl_generator.Model(
+    lm_variant=c.model.lm_variant,
+    lm=lm,
+    visual="features",
+    num_slots=c.layout.num_max_boxes,
+    visual_dropout=0.0,
+  )
   return model, sequence.Layout(**dict(c.layout))
 
 
@@ -52,22 +58,29 @@ def _inputs(layout, g, rng):
   l, k, rel = layout.max_seq_len, layout.num_max_boxes, layout.relation_pos
   eos = 50256
   ids = rng.integers(0, 50000, (g, l)).astype(np.int32)
-  ids[:, 1:1 + k] = eos
+  ids[:, 1 : 1 + k] = eos
   cont = np.full((g, NUM_CANDIDATES, l - rel), eos, np.int32)
   labels = np.full((g, NUM_CANDIDATES, l - rel), -1, np.int32)
   for q in range(g):
     for c in range(NUM_CANDIDATES):
-      n = int(rng.integers(3, layout.max_inference + 1))   # relation .. <|e_in|>
+      n = int(rng.integers(3, layout.max_inference + 1))  # relation .. <|e_in|>
       cont[q, c, :n] = rng.integers(0, 50000, n)
       labels[q, c, 1:n] = cont[q, c, 1:n]
   last = int(np.max(np.nonzero(labels != -1)[2]))
   width = min(l - rel, -(-(last + 1) // 8) * 8)
-  prompt = {"input_ids": ids, "token_mask": ids != eos,
-            "slot_mask": np.ones((g, k), bool),
-            "slot_person_ids": np.zeros((g, k), np.int32),
-            "visual_features": rng.normal(size=(g, k, 2048)).astype(np.float32)}
-  shared = dict(prompt, cand_ids=cont[:, :, :width], cand_labels=labels[:, :, :width],
-                cand_mask=cont[:, :, :width] != eos)
+  prompt = {
+    "input_ids": ids,
+    "token_mask": ids != eos,
+    "slot_mask": np.ones((g, k), bool),
+    "slot_person_ids": np.zeros((g, k), np.int32),
+    "visual_features": rng.normal(size=(g, k, 2048)).astype(np.float32),
+  }
+  shared = dict(
+    prompt,
+    cand_ids=cont[:, :, :width],
+    cand_labels=labels[:, :, :width],
+    cand_mask=cont[:, :, :width] != eos,
+  )
   full_ids = np.repeat(ids, NUM_CANDIDATES, 0)
   full_ids[:, rel:] = cont.reshape(g * NUM_CANDIDATES, -1)
   full_lab = np.full_like(full_ids, -1)
@@ -81,15 +94,20 @@ def bench(name, queries, chunk, repeats):
   model, layout = _setting(name)
   rng = np.random.default_rng(0)
   shared, per, width = _inputs(layout, queries, rng)
-  params = jax.jit(lambda r: model.init(r, jax.tree.map(lambda x: x[:1], {
-      k: jnp.asarray(v) for k, v in per.items() if k != "labels"}))["params"])(
-          jax.random.key(0))
+  params = jax.jit(
+    lambda r: model.init(
+      r, jax.tree.map(lambda x: x[:1], {k: jnp.asarray(v) for k, v in per.items() if k != "labels"})
+    )["params"]
+  )(jax.random.key(0))
   rel = layout.relation_pos
-  shared_fn = jax.jit(lambda p, b: model.apply(
-      {"params": p}, b, rel, NUM_CANDIDATES,
-      method=vl_generator.VLGenerator.continuation_scores))
-  per_fn = jax.jit(lambda p, b: vl_generator.sequence_scores(
-      model.apply({"params": p}, b)[0], b["labels"]))
+  shared_fn = jax.jit(
+    lambda p, b: model.apply(
+      {"params": p}, b, rel, NUM_CANDIDATES, method=vl_generator.VLGenerator.continuation_scores
+    )
+  )
+  per_fn = jax.jit(
+    lambda p, b: vl_generator.sequence_scores(model.apply({"params": p}, b)[0], b["labels"])
+  )
 
   def run_shared():
     return np.asarray(shared_fn(params, shared)[0]).reshape(-1)
@@ -97,10 +115,10 @@ def bench(name, queries, chunk, repeats):
   def run_per():
     out = []
     for s in range(0, len(per["input_ids"]), chunk):
-      out.append(np.asarray(per_fn(params, {k: v[s:s + chunk] for k, v in per.items()})[0]))
+      out.append(np.asarray(per_fn(params, {k: v[s : s + chunk] for k, v in per.items()})[0]))
     return np.concatenate(out)
 
-  a, b = run_shared(), run_per()            # compile + warm up
+  a, b = run_shared(), run_per()  # compile + warm up
   t0 = time.perf_counter()
   for _ in range(repeats):
     a = run_shared()
@@ -109,9 +127,11 @@ def bench(name, queries, chunk, repeats):
   for _ in range(repeats):
     b = run_per()
   t_per = (time.perf_counter() - t0) / repeats
-  print(f"[{name}] layout L={layout.max_seq_len}, prompt {rel}, continuation {width}, "
-        f"{queries} quer{'y' if queries == 1 else 'ies'} x {NUM_CANDIDATES} candidates "
-        f"(per-candidate path in chunks of {chunk})")
+  print(
+    f"[{name}] layout L={layout.max_seq_len}, prompt {rel}, continuation {width}, "
+    f"{queries} quer{'y' if queries == 1 else 'ies'} x {NUM_CANDIDATES} candidates "
+    f"(per-candidate path in chunks of {chunk})"
+  )
   print(f"[{name}] shared prompt : {t_shared / queries:8.3f} s/query")
   print(f"[{name}] per candidate : {t_per / queries:8.3f} s/query")
   print(f"[{name}] max |score difference| (nats, summed NLL): {np.max(np.abs(a - b)):.2e}")
@@ -125,12 +145,16 @@ def main():
   ap.add_argument("--chunk", type=int, default=10, help="candidate sequences per forward call")
   ap.add_argument("--repeats", type=int, default=1)
   args = ap.parse_args()
-  print("uptime before:", subprocess.run(["uptime"], capture_output=True, text=True,
-                                             check=False).stdout.strip())
+  print(
+    "uptime before:",
+    subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip(),
+  )
   for name in args.configs.split(","):
     bench(name, args.queries, args.chunk, args.repeats)
-  print("uptime after :", subprocess.run(["uptime"], capture_output=True, text=True,
-                                             check=False).stdout.strip())
+  print(
+    "uptime after :",
+    subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip(),
+  )
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from relations.commonsense.generation import decode# pylint: disable=g-import-not-at-top
+from relations.commonsense.generation import decode  # pylint: disable=g-import-not-at-top
 from relations.commonsense import gpt2
 from relations.commonsense import gpt2_import
 
@@ -43,35 +43,39 @@ def main():
   ap.add_argument("--samples", type=int, default=5)
   ap.add_argument("--repeats", type=int, default=1)
   args = ap.parse_args()
-  uptime = lambda: subprocess.run(["uptime"], capture_output=True,
-                                  text=True).stdout.strip()
+  uptime = lambda: subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
   print("uptime before:", uptime())
 
   import torch  # pylint: disable=g-import-not-at-top
   import transformers  # pylint: disable=g-import-not-at-top
+
   torch.manual_seed(0)
-  hf_cfg = transformers.GPT2Config(n_layer=12, n_embd=768, n_head=12,
-                                   vocab_size=50257)
+  hf_cfg = transformers.GPT2Config(n_layer=12, n_embd=768, n_head=12, vocab_size=50257)
   hf = transformers.GPT2LMHeadModel(hf_cfg).eval()
   tmp = tempfile.mkdtemp()
   hf.save_pretrained(tmp)
 
-  lm = gpt2.GPT2(**gpt2_import.read_hf_config(tmp), vocab_size=50257,
-                 dropout=0.0)
-  shapes = jax.eval_shape(lm.init, jax.random.PRNGKey(0),
-                          jnp.zeros((1, 4), jnp.int32))["params"]
-  params = jax.device_put(
-      gpt2_import.load(shapes, os.path.join(tmp, "model.safetensors")))
-  params = jax.tree.map(lambda x: x.value if hasattr(x, "value") else x,
-                        params, is_leaf=lambda x: hasattr(x, "value"))
+  lm = gpt2.GPT2(**gpt2_import.read_hf_config(tmp), vocab_size=50257, dropout=0.0)
+  shapes = jax.eval_shape(lm.init, jax.random.PRNGKey(0), jnp.zeros((1, 4), jnp.int32))["params"]
+  params = jax.device_put(gpt2_import.load(shapes, os.path.join(tmp, "model.safetensors")))
+  params = jax.tree.map(
+    lambda x: x.value if hasattr(x, "value") else x, params, is_leaf=lambda x: hasattr(x, "value")
+  )
 
-  prompts = np.random.default_rng(0).integers(
-      0, 50256, (args.prompts, args.prompt_len)).astype(np.int32)
+  prompts = (
+    np.random.default_rng(0).integers(0, 50256, (args.prompts, args.prompt_len)).astype(np.int32)
+  )
   n_tok = args.prompts * args.samples * args.new_tokens
 
-  cfg = decode.SampleConfig(num_samples=args.samples,
-                            max_new_tokens=args.new_tokens, top_p=0.9,
-                            top_k=0, temperature=1.0, stop_id=-1, pad_id=50256)
+  cfg = decode.SampleConfig(
+    num_samples=args.samples,
+    max_new_tokens=args.new_tokens,
+    top_p=0.9,
+    top_k=0,
+    temperature=1.0,
+    stop_id=-1,
+    pad_id=50256,
+  )
   fn = decode.make_sample_fn(decode.LMDecoder(lm), cfg)
   inputs = {"tokens": jnp.asarray(prompts)}
   fn(params, inputs, jax.random.PRNGKey(0)).block_until_ready()
@@ -84,29 +88,36 @@ def main():
   assert out.shape == (args.prompts, args.samples, args.new_tokens)
 
   ids = torch.tensor(prompts, dtype=torch.long)
-  kw = dict(attention_mask=torch.ones_like(ids), do_sample=True, top_p=0.9,
-            top_k=0, temperature=1.0, max_new_tokens=args.new_tokens,
-            min_new_tokens=args.new_tokens,
-            num_return_sequences=args.samples, pad_token_id=50256)
+  kw = dict(
+    attention_mask=torch.ones_like(ids),
+    do_sample=True,
+    top_p=0.9,
+    top_k=0,
+    temperature=1.0,
+    max_new_tokens=args.new_tokens,
+    min_new_tokens=args.new_tokens,
+    num_return_sequences=args.samples,
+    pad_token_id=50256,
+  )
   with torch.inference_mode():
     hf.generate(ids, **kw)
     t0 = time.perf_counter()
     for _ in range(args.repeats):
       ref = hf.generate(ids, **kw)
   theirs = (time.perf_counter() - t0) / args.repeats
-  assert ref.shape == (args.prompts * args.samples,
-                       args.prompt_len + args.new_tokens)
+  assert ref.shape == (args.prompts * args.samples, args.prompt_len + args.new_tokens)
 
-  print(f"setting: GPT-2 small (124M), {args.prompts} prompts x "
-        f"{args.samples} samples, prompt {args.prompt_len}, "
-        f"{args.new_tokens} new tokens, top_p 0.9, CPU threads: "
-        f"torch {torch.get_num_threads()}, devices {jax.devices()[0].platform}")
-  print(f"ours (JAX)             : {n_tok / ours:9.1f} tokens/s "
-        f"({ours:.3f} s/call)")
-  print(f"transformers generate  : {n_tok / theirs:9.1f} tokens/s "
-        f"({theirs:.3f} s/call)")
-  print("our samples (ids, key 1) sha1:",
-        hashlib.sha1(np.asarray(out_first).tobytes()).hexdigest()[:16])
+  print(
+    f"setting: GPT-2 small (124M), {args.prompts} prompts x "
+    f"{args.samples} samples, prompt {args.prompt_len}, "
+    f"{args.new_tokens} new tokens, top_p 0.9, CPU threads: "
+    f"torch {torch.get_num_threads()}, devices {jax.devices()[0].platform}"
+  )
+  print(f"ours (JAX)             : {n_tok / ours:9.1f} tokens/s ({ours:.3f} s/call)")
+  print(f"transformers generate  : {n_tok / theirs:9.1f} tokens/s ({theirs:.3f} s/call)")
+  print(
+    "our samples (ids, key 1) sha1:", hashlib.sha1(np.asarray(out_first).tobytes()).hexdigest()[:16]
+  )
   print("uptime after :", uptime())
   print(f"ratio ours / transformers: {theirs / ours:.2f}x")
 

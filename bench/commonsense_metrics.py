@@ -26,18 +26,52 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from relations.commonsense.metrics import paraphrase# pylint: disable=g-import-not-at-top
+from relations.commonsense.metrics import paraphrase  # pylint: disable=g-import-not-at-top
 from relations.commonsense.metrics import protocol
 from tests.commonsense.metrics import oracle
 
 SUBJ = ["1", "2", "3", "4", "he", "she", "they"]
-VERBS = ["walk into", "ask", "greet", "hug", "leave", "order", "grab",
-         "look at", "talk to", "sit down at", "drive to", "run from"]
-OBJS = ["the party", "2's hand", "a drink", "the room", "her friend",
-        "the table", "3", "the car", "his phone", "the door", "a gun",
-        "the crowd", "1's jacket"]
-TAILS = ["", "", "", ".", " quickly", " with 2", ", then leave", " again",
-         " before dinner.", " because he is late"]
+VERBS = [
+  "walk into",
+  "ask",
+  "greet",
+  "hug",
+  "leave",
+  "order",
+  "grab",
+  "look at",
+  "talk to",
+  "sit down at",
+  "drive to",
+  "run from",
+]
+OBJS = [
+  "the party",
+  "2's hand",
+  "a drink",
+  "the room",
+  "her friend",
+  "the table",
+  "3",
+  "the car",
+  "his phone",
+  "the door",
+  "a gun",
+  "the crowd",
+  "1's jacket",
+]
+TAILS = [
+  "",
+  "",
+  "",
+  ".",
+  " quickly",
+  " with 2",
+  ", then leave",
+  " again",
+  " before dinner.",
+  " because he is late",
+]
 
 
 def _sentence(rng):
@@ -50,11 +84,17 @@ def make_data(num_pairs, seed):
   num_events = (num_pairs + 2) // 3
   annots = []
   for e in range(num_events):
-    annots.append({
-        "img_fn": f"movie_{e % 50}/{e}.jpg", "event": "1 is talking to 2",
+    annots.append(
+      {
+        "img_fn": f"movie_{e % 50}/{e}.jpg",
+        "event": "1 is talking to 2",
         "place": "at a party",
-        **{r: [_sentence(rng) for _ in range(rng.randint(2, 8))]
-           for r in ("intent", "before", "after")}})
+        **{
+          r: [_sentence(rng) for _ in range(rng.randint(2, 8))]
+          for r in ("intent", "before", "after")
+        },
+      }
+    )
   gens = []
   for e in range(num_events):
     for r in ("intent", "before", "after"):
@@ -66,8 +106,10 @@ def make_data(num_pairs, seed):
           g[k] = g[k - 1]
       g = [x.replace("2's", "<|det2|>'s") for x in g]
       gens.append({"event_idx": e, "inference_relation": r, "generations": g})
-  train = [{r: [_sentence(rng) for _ in range(3)]
-            for r in ("intent", "before", "after")} for _ in range(3000)]
+  train = [
+    {r: [_sentence(rng) for _ in range(3)] for r in ("intent", "before", "after")}
+    for _ in range(3000)
+  ]
   return annots, gens, train
 
 
@@ -84,14 +126,18 @@ def main():
   args = parser.parse_args()
   annots, gens, train = make_data(args.pairs, args.seed)
   n_hyp = sum(len(g["generations"]) for g in gens)
-  print(f"{n_hyp} hypotheses, {len(gens)} (event, relation) pairs, "
-        f"{os.cpu_count()} CPU cores, load {os.getloadavg()[0]:.1f}")
+  print(
+    f"{n_hyp} hypotheses, {len(gens)} (event, relation) pairs, "
+    f"{os.cpu_count()} CPU cores, load {os.getloadavg()[0]:.1f}"
+  )
 
   t0, c0 = time.time(), _cpu()
   paraphrase.load_index()
   paraphrase.load_synonyms()
-  print(f"one-time paraphrase/synonym index: {time.time() - t0:.1f} s wall, "
-        f"{_cpu() - c0:.1f} s CPU (cached on disk afterwards)")
+  print(
+    f"one-time paraphrase/synonym index: {time.time() - t0:.1f} s wall, "
+    f"{_cpu() - c0:.1f} s CPU (cached on disk afterwards)"
+  )
   # Loading the cached index is part of every run: time it with ours.
   paraphrase.clear_loaded()
 
@@ -105,12 +151,10 @@ def main():
 
   all_equal = True
   print(f"{'metric':<10}{'pycocoevalcap':>22}{'ours':>22}  equal")
-  for key in ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "CIDEr",
-              "Unique", "Novel"):
+  for key in ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "CIDEr", "Unique", "Novel"):
     equal = float(ref[key]) == float(ours[key])
     all_equal &= equal
-    print(f"{key:<10}{float(ref[key]):>22.17g}{float(ours[key]):>22.17g}  "
-          f"{equal}")
+    print(f"{key:<10}{float(ref[key]):>22.17g}{float(ours[key]):>22.17g}  {equal}")
   print(f"all equal: {all_equal}")
   print(f"pycocoevalcap: {t_ref:.2f} s wall, {c_ref:.2f} s CPU")
   print(f"ours:          {t_ours:.2f} s wall, {c_ours:.2f} s CPU")

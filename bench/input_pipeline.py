@@ -48,9 +48,9 @@ from relations.train import config_util  # pylint: disable=g-import-not-at-top
 from relations.train import input_pipeline  # pylint: disable=g-import-not-at-top
 
 NEED = {
-    "occlusion": "310/s per TPU v4 chip, 1,100/s per H100",
-    "video_relations": "800/s per v4-32 host, 5,800/s per 8xH100 host",
-    "commonsense": "1,000/s per v4 chip",
+  "occlusion": "310/s per TPU v4 chip, 1,100/s per H100",
+  "video_relations": "800/s per v4-32 host, 5,800/s per 8xH100 host",
+  "commonsense": "1,000/s per v4 chip",
 }
 
 
@@ -69,6 +69,7 @@ def occlusion_data(root, num_train):
   """RealOOB layout, 768x1024, images re-encoded as JPEG (q95)."""
   import cv2  # pylint: disable=g-import-not-at-top
   from relations.occlusion.data import synthetic as so  # pylint: disable=g-import-not-at-top
+
   raw = os.path.join(root, "occlusion_raw")
   if not os.path.isdir(raw):
     so.write_dataset(raw, num_train, 1, 0, 0, (768, 1024))
@@ -76,44 +77,63 @@ def occlusion_data(root, num_train):
       img = cv2.imread(png, cv2.IMREAD_COLOR)
       cv2.imwrite(png[:-4] + ".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 95])
       os.remove(png)
-  config = config_util.load_config("configs/occlusion.py", [
-      f"data.data_dir={os.path.join(root, 'tfds')}", f"data.manual_dir={raw}"])
+  config = config_util.load_config(
+    "configs/occlusion.py",
+    [f"data.data_dir={os.path.join(root, 'tfds')}", f"data.manual_dir={raw}"],
+  )
   return config
 
 
 def video_data(root, num_train):
   """VidOR layout, 640x360 at 30 fps, 900-1100 frames per video."""
   from relations.video_relations.data import synthetic as sv  # pylint: disable=g-import-not-at-top
+
   raw = os.path.join(root, "vidor_raw")
   if not os.path.isdir(raw):
-    sv.generate(raw, num_train, 1, seed=0, width=640, height=360, min_frames=900,
-                max_frames=1100, fps=30)
-  return config_util.load_config("configs/video_relations.py:paper", [
-      f"data.data_dir={os.path.join(root, 'tfds')}", f"data.manual_dir={raw}"])
+    sv.generate(
+      raw, num_train, 1, seed=0, width=640, height=360, min_frames=900, max_frames=1100, fps=30
+    )
+  return config_util.load_config(
+    "configs/video_relations.py:paper",
+    [f"data.data_dir={os.path.join(root, 'tfds')}", f"data.manual_dir={raw}"],
+  )
 
 
 def commonsense_data(root, num_images):
   """VisualCOMET layout, 640x640 images with VCR-like JPEG sizes, ~20 inferences per image."""
   from PIL import Image  # pylint: disable=g-import-not-at-top
   from relations.commonsense.data import synthetic as sc  # pylint: disable=g-import-not-at-top
+
   raw = os.path.join(root, "visualcomet_raw")
   if not os.path.isdir(raw):
-    sc.generate(raw, seed=0, train_images=num_images, val_images=2, test_images=2,
-                image_size=640, verbose=False)
+    sc.generate(
+      raw,
+      seed=0,
+      train_images=num_images,
+      val_images=2,
+      test_images=2,
+      image_size=640,
+      verbose=False,
+    )
     # The drawings are flat colour (~20 KB as JPEG); VCR's movie frames weigh ~150 KB (7 GB /
     # 47k images). Texture them so that the disk ratio is measured against realistic images.
     rng = np.random.default_rng(0)
     for path in glob.glob(os.path.join(raw, "vcr1images", "*", "*.jpg")):
       img = np.asarray(Image.open(path), np.float32)
-      noise = rng.normal(0, 7, img.shape[:2] + (1,)).astype(np.float32)   # ~150 KB
+      noise = rng.normal(0, 7, img.shape[:2] + (1,)).astype(np.float32)  # ~150 KB
       Image.fromarray(np.clip(img + noise, 0, 255).astype(np.uint8)).save(path, quality=92)
   return raw
 
 
 def commonsense_config(root, raw, visual):
-  return config_util.load_config(f"configs/commonsense.py:small,visual={visual}", [
-      f"data.data_dir={os.path.join(root, 'tfds')}", f"data.manual_dir={raw}",
-      f"data.tokenizer_dir={os.path.join(raw, 'tokenizer')}"])
+  return config_util.load_config(
+    f"configs/commonsense.py:small,visual={visual}",
+    [
+      f"data.data_dir={os.path.join(root, 'tfds')}",
+      f"data.manual_dir={raw}",
+      f"data.tokenizer_dir={os.path.join(raw, 'tokenizer')}",
+    ],
+  )
 
 
 # ---------------------------------------------------------------- timing
@@ -122,7 +142,7 @@ def time_one_worker(task, config, seconds, min_examples=20):
   source = task.make_train_source(config)
   n = len(source)
   rng = np.random.default_rng(0)
-  task.preprocess_train(source[0], np.random.default_rng(0), config)   # warm caches / imports
+  task.preprocess_train(source[0], np.random.default_rng(0), config)  # warm caches / imports
   read = pre = 0.0
   count = 0
   t_end = time.perf_counter() + seconds
@@ -143,10 +163,17 @@ def time_workers(task, config, workers, batches, batch_size):
   """Examples/s (wall clock) of TrainStream with `workers` grain processes, after one batch."""
   source = task.make_train_source(config)
   stream = input_pipeline.TrainStream(
-      source, functools.partial(task.preprocess_train, config=config), batch_size, 0,
-      0, 1, num_threads=1, num_workers=workers)
+    source,
+    functools.partial(task.preprocess_train, config=config),
+    batch_size,
+    0,
+    0,
+    1,
+    num_threads=1,
+    num_workers=workers,
+  )
   it = stream.iterate(0, batches + 1, prefetch=2)
-  next(it)                                   # workers started, first batch done
+  next(it)  # workers started, first batch done
   t0 = time.perf_counter()
   for _ in it:
     pass
@@ -157,9 +184,12 @@ def video_padding(task, config, clips=200):
   """Fraction of padded (`frame_valid` False) frames over `clips` random training clips."""
   source = task.make_train_source(config)
   rng = np.random.default_rng(1)
-  valid = [task.preprocess_train(source[int(rng.integers(len(source)))],
-                                 np.random.default_rng([1, i]), config)["frame_valid"]
-           for i in range(clips)]
+  valid = [
+    task.preprocess_train(
+      source[int(rng.integers(len(source)))], np.random.default_rng([1, i]), config
+    )["frame_valid"]
+    for i in range(clips)
+  ]
   return 1.0 - float(np.mean(valid))
 
 
@@ -174,6 +204,7 @@ def cpu_ceiling(seconds=4.0):
   """CPU seconds two busy processes get over one in the same wall time: the most any
   2-worker speed-up can show on this machine right now (1.0 when it is saturated)."""
   import multiprocessing  # pylint: disable=g-import-not-at-top
+
   ctx = multiprocessing.get_context("spawn")
   got = []
   for n in (1, 2):
@@ -200,8 +231,12 @@ def main(argv=None):
   ap.add_argument("--workdir", default="")
   ap.add_argument("--seconds", type=float, default=20.0, help="per 1-worker measurement")
   ap.add_argument("--batches", type=int, default=6, help="at least, per worker-count run")
-  ap.add_argument("--seconds_workers", type=float, default=6.0,
-                  help="one worker's CPU seconds of batches per worker-count run")
+  ap.add_argument(
+    "--seconds_workers",
+    type=float,
+    default=6.0,
+    help="one worker's CPU seconds of batches per worker-count run",
+  )
   ap.add_argument("--occlusion_images", type=int, default=6)
   ap.add_argument("--videos", type=int, default=3)
   ap.add_argument("--commonsense_images", type=int, default=60)
@@ -217,18 +252,23 @@ def main(argv=None):
   from relations.video_relations import task as video_relations  # pylint: disable=g-import-not-at-top
 
   t = time.perf_counter()
-  configs = {"occlusion": (occlusion, occlusion_data(root, args.occlusion_images)),
-             "video_relations": (video_relations, video_data(root, args.videos))}
+  configs = {
+    "occlusion": (occlusion, occlusion_data(root, args.occlusion_images)),
+    "video_relations": (video_relations, video_data(root, args.videos)),
+  }
   raw_vc = commonsense_data(root, args.commonsense_images)
   configs["commonsense"] = (commonsense, commonsense_config(root, raw_vc, "features"))
   configs["commonsense visual=vit"] = (commonsense, commonsense_config(root, raw_vc, "vit"))
   for _, (task, config) in configs.items():
-    task.make_train_source(config)      # builds the TFDS datasets
+    task.make_train_source(config)  # builds the TFDS datasets
   print(f"data built in {time.perf_counter() - t:.0f} s under {root}", flush=True)
 
   ceiling = cpu_ceiling()
-  print(f"CPU two busy processes get over one, now: {ceiling:.2f}x (the ceiling of any "
-        "2-worker speed-up measured below)", flush=True)
+  print(
+    f"CPU two busy processes get over one, now: {ceiling:.2f}x (the ceiling of any "
+    "2-worker speed-up measured below)",
+    flush=True,
+  )
   rows, ratios = {}, {}
   for name, (task, config) in configs.items():
     rate, ms_read, ms_pre, count = time_one_worker(task, config, args.seconds)
@@ -239,23 +279,29 @@ def main(argv=None):
     w2 = time_workers(task, config, 2, batches, bs)
     ratios[name] = w2 / w1
     rows[name] = dict(rate=rate, ms_read=ms_read, ms_pre=ms_pre, count=count, w1=w1, w2=w2)
-    print(f"{name}: {rate:.1f} ex/s/core ({count} examples), 1 worker {w1:.1f}/s, "
-          f"2 workers {w2:.1f}/s", flush=True)
+    print(
+      f"{name}: {rate:.1f} ex/s/core ({count} examples), 1 worker {w1:.1f}/s, 2 workers {w2:.1f}/s",
+      flush=True,
+    )
 
   pad = video_padding(video_relations, configs["video_relations"][1])
-  print(f"video_relations paper config on 30 fps videos: {100 * pad:.1f}% of clip frames are "
-        "padding", flush=True)
+  print(
+    f"video_relations paper config on 30 fps videos: {100 * pad:.1f}% of clip frames are padding",
+    flush=True,
+  )
 
   # Bytes on disk.
   occ_b = occlusion.make_builder(configs["occlusion"][1])
   vid_b = video_relations.make_builder(configs["video_relations"][1])
-  disk = {"occlusion": _split_bytes(occ_b, "train") / _split_examples(occ_b, "train"),
-          "video_relations": _split_bytes(vid_b, "train") / _split_examples(vid_b, "train")}
+  disk = {
+    "occlusion": _split_bytes(occ_b, "train") / _split_examples(occ_b, "train"),
+    "video_relations": _split_bytes(vid_b, "train") / _split_examples(vid_b, "train"),
+  }
   from relations.commonsense.data.visualcomet import records  # pylint: disable=g-import-not-at-top
+
   recs = records.load_annotations(os.path.join(raw_vc, "train_annots.json"))
   images = records.unique_images(recs)
-  jpeg_bytes = sum(os.path.getsize(os.path.join(raw_vc, "vcr1images", fn))
-                   for _, fn, _ in images)
+  jpeg_bytes = sum(os.path.getsize(os.path.join(raw_vc, "vcr1images", fn)) for _, fn, _ in images)
   feat_bytes = 0
   for _, fn, meta_fn in images:
     meta = records.load_metadata(os.path.join(raw_vc, "vcr1images", meta_fn))
@@ -267,32 +313,44 @@ def main(argv=None):
     total = _split_bytes(ex_b, "train") + _split_bytes(tab_b, "train")
     disk[name] = total / _split_examples(ex_b, "train")
     ratio_disk[name] = total / denom
-  inferences = _split_examples(configs["commonsense"][0].make_builder(
-      configs["commonsense"][1], "training"), "train")
-  print(f"commonsense corpus: {len(images)} train images, {inferences} inferences "
-        f"({inferences / len(images):.1f} per image), mean JPEG {jpeg_bytes / len(images) / 1e3:.0f} KB")
+  inferences = _split_examples(
+    configs["commonsense"][0].make_builder(configs["commonsense"][1], "training"), "train"
+  )
+  print(
+    f"commonsense corpus: {len(images)} train images, {inferences} inferences "
+    f"({inferences / len(images):.1f} per image), mean JPEG {jpeg_bytes / len(images) / 1e3:.0f} KB"
+  )
 
   print()
-  print("| task (paper config) | ex/s/core (1 worker) | ms read | ms preprocess | "
-        "1 worker ex/s | 2 workers ex/s | 2w/1w | bytes/example on disk | one accelerator needs |")
+  print(
+    "| task (paper config) | ex/s/core (1 worker) | ms read | ms preprocess | "
+    "1 worker ex/s | 2 workers ex/s | 2w/1w | bytes/example on disk | one accelerator needs |"
+  )
   print("|---|---|---|---|---|---|---|---|---|")
   for name, r in rows.items():
     need = NEED.get(name.split()[0], "")
     extra = f" ({ratio_disk[name]:.2f}x unique)" if name in ratio_disk else ""
-    print(f"| {name} | {r['rate']:.1f} | {r['ms_read']:.2f} | {r['ms_pre']:.2f} | "
-          f"{r['w1']:.1f} | {r['w2']:.1f} | {ratios[name]:.2f}x | "
-          f"{disk[name] / 1e3:.1f} KB{extra} | {need} |")
-  print(f"\n2 workers vs 1: {min(ratios.values()):.2f}x (smallest over the tasks); the machine "
-        f"gave two busy processes {ceiling:.2f}x the CPU of one during this run")
+    print(
+      f"| {name} | {r['rate']:.1f} | {r['ms_read']:.2f} | {r['ms_pre']:.2f} | "
+      f"{r['w1']:.1f} | {r['w2']:.1f} | {ratios[name]:.2f}x | "
+      f"{disk[name] / 1e3:.1f} KB{extra} | {need} |"
+    )
+  print(
+    f"\n2 workers vs 1: {min(ratios.values()):.2f}x (smallest over the tasks); the machine "
+    f"gave two busy processes {ceiling:.2f}x the CPU of one during this run"
+  )
   _uptime("after")
   if not args.keep and not args.workdir:
     import shutil  # pylint: disable=g-import-not-at-top
+
     shutil.rmtree(root, ignore_errors=True)
-  print(f"input pipeline: occlusion {rows['occlusion']['rate']:.1f} ex/s/core, "
-        f"video_relations {rows['video_relations']['rate']:.1f} clips/s/core, "
-        f"commonsense {rows['commonsense']['rate']:.1f} ex/s/core, "
-        f"2 workers {min(ratios.values()):.2f}x, "
-        f"commonsense disk {ratio_disk['commonsense visual=vit']:.2f}x unique")
+  print(
+    f"input pipeline: occlusion {rows['occlusion']['rate']:.1f} ex/s/core, "
+    f"video_relations {rows['video_relations']['rate']:.1f} clips/s/core, "
+    f"commonsense {rows['commonsense']['rate']:.1f} ex/s/core, "
+    f"2 workers {min(ratios.values()):.2f}x, "
+    f"commonsense disk {ratio_disk['commonsense visual=vit']:.2f}x unique"
+  )
   return 0
 
 

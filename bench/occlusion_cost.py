@@ -35,8 +35,7 @@ def analytic_flops(config):
   p, d, mlp, depth = v["patch_size"], v["width"], v["mlp_dim"], v["depth"]
   n = (h // p) * (w // p)
   enc = 2 * n * (p * p * 3) * d  # patch embedding
-  per_layer = 2 * n * d * 3 * d + 2 * n * n * d * 2 + 2 * n * d * d \
-      + 2 * n * d * mlp * 2
+  per_layer = 2 * n * d * 3 * d + 2 * n * n * d * 2 + 2 * n * d * d + 2 * n * d * mlp * 2
   enc += depth * per_layer
   c = m.head_dim
   head = 2 * n * d * c
@@ -59,26 +58,27 @@ def main(argv=None):
   ap = argparse.ArgumentParser()
   ap.add_argument("--config", default="configs/occlusion.py:B/16")
   ap.add_argument("--mfu", type=float, default=0.4)
-  ap.add_argument("--no_compile", action="store_true",
-                  help="skip the host compile (no memory analysis)")
+  ap.add_argument(
+    "--no_compile", action="store_true", help="skip the host compile (no memory analysis)"
+  )
   args = ap.parse_args(argv)
   config = config_util.load_config(args.config)
   model = occlusion.make_model(config)
   bs = int(config.input.batch_size)
   h, w = config.input.crop_size
-  batch = {"image": jnp.zeros((bs, h, w, 3), jnp.float32),
-           **{k: jnp.zeros((bs, h, w), jnp.float32)
-              for k in ("boundary", "orientation", "valid", "mask")}}
+  batch = {
+    "image": jnp.zeros((bs, h, w, 3), jnp.float32),
+    **{k: jnp.zeros((bs, h, w), jnp.float32) for k in ("boundary", "orientation", "valid", "mask")},
+  }
   tx, _ = optim.make_optimizer(config)
-  params = jax.eval_shape(lambda: occlusion.init_params(
-      model, batch, jax.random.key(0)))
+  params = jax.eval_shape(lambda: occlusion.init_params(model, batch, jax.random.key(0)))
   opt = jax.eval_shape(tx.init, params)
   n_params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(params))
 
   def step(params, opt, batch):
     (loss, _), g = jax.value_and_grad(
-        lambda p: occlusion.loss_fn(model, p, batch, jax.random.key(0), config),
-        has_aux=True)(params)
+      lambda p: occlusion.loss_fn(model, p, batch, jax.random.key(0), config), has_aux=True
+    )(params)
     upd, opt = tx.update(g, opt, params)
     return jax.tree.map(jnp.add, params, upd), opt, loss
 
@@ -87,22 +87,24 @@ def main(argv=None):
   cost = cost[0] if isinstance(cost, (list, tuple)) else cost
   flops = float(cost["flops"])
   enc, head = analytic_flops(config)
-  out = {"config": args.config, "batch": bs, "crop": [h, w],
-         "params_M": n_params / 1e6,
-         "xla_train_step_GFLOPs": flops / 1e9,
-         "analytic_forward_GFLOPs_per_image": {"encoder": enc / 1e9,
-                                               "head": head / 1e9},
-         "analytic_train_step_GFLOPs (3 x fwd x batch)":
-             3 * (enc + head) * bs / 1e9,
-         "bytes_accessed_GB": float(cost.get("bytes accessed", 0)) / 1e9}
+  out = {
+    "config": args.config,
+    "batch": bs,
+    "crop": [h, w],
+    "params_M": n_params / 1e6,
+    "xla_train_step_GFLOPs": flops / 1e9,
+    "analytic_forward_GFLOPs_per_image": {"encoder": enc / 1e9, "head": head / 1e9},
+    "analytic_train_step_GFLOPs (3 x fwd x batch)": 3 * (enc + head) * bs / 1e9,
+    "bytes_accessed_GB": float(cost.get("bytes accessed", 0)) / 1e9,
+  }
   for dev, peak in PEAK_BF16.items():
     out[f"step_ms_at_{args.mfu:.0%}_MFU_{dev}"] = flops / (peak * args.mfu) * 1e3
   if not args.no_compile:
     mem = lowered.compile().memory_analysis()
     out["memory_GB"] = {
-        "arguments (params+opt+batch)": mem.argument_size_in_bytes / 1e9,
-        "outputs": mem.output_size_in_bytes / 1e9,
-        "temporaries (activations etc.)": mem.temp_size_in_bytes / 1e9,
+      "arguments (params+opt+batch)": mem.argument_size_in_bytes / 1e9,
+      "outputs": mem.output_size_in_bytes / 1e9,
+      "temporaries (activations etc.)": mem.temp_size_in_bytes / 1e9,
     }
   print(json.dumps(out, indent=2))
 

@@ -40,9 +40,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from relations.occlusion.data import synthetic as scenes# pylint: disable=g-import-not-at-top,wrong-import-position
-from relations.occlusion.metrics import api# pylint: disable=g-import-not-at-top,wrong-import-position
-from relations.occlusion.metrics import synthetic# pylint: disable=g-import-not-at-top,wrong-import-position
+from relations.occlusion.data import synthetic as scenes  # pylint: disable=g-import-not-at-top,wrong-import-position
+from relations.occlusion.metrics import api  # pylint: disable=g-import-not-at-top,wrong-import-position
+from relations.occlusion.metrics import synthetic  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 METRICS = ("B-ODS", "B-OIS", "B-AP", "O-ODS", "O-OIS", "O-AP")
 PREDICTORS = ("model", "canny")
@@ -61,22 +61,27 @@ def parse_sizes(text):
 def make_samples(predictor, width, height, count, seed=0):
   """`count` rendered scenes with GT and the `predictor`'s prediction."""
   import cv2  # pylint: disable=g-import-not-at-top
+
   samples = []
   for i in range(count):
     rng = np.random.default_rng([seed, width, height, i])
     sc = scenes.render_scene(rng, height, width)
     if predictor == "model":
-      gt = {"boundaries": sc["boundaries"],
-            "orientation": sc["orientation"], "labels": sc["obj"]}
-      prob, theta = synthetic.make_prediction(rng, gt, quality=0.8,
-                                              noise=0.3)
+      gt = {"boundaries": sc["boundaries"], "orientation": sc["orientation"], "labels": sc["obj"]}
+      prob, theta = synthetic.make_prediction(rng, gt, quality=0.8, noise=0.3)
     else:
       gray = cv2.cvtColor(sc["image"], cv2.COLOR_RGB2GRAY)
       prob = (cv2.Canny(gray, 50, 100) > 0).astype(np.float32)
       theta = rng.uniform(-np.pi, np.pi, prob.shape).astype(np.float32)
-    samples.append({"prob": prob, "theta_pred": theta,
-                    "gts": [sc["boundaries"]], "theta_gts": [sc["orientation"]],
-                    "valids": [sc["valid"]]})
+    samples.append(
+      {
+        "prob": prob,
+        "theta_pred": theta,
+        "gts": [sc["boundaries"]],
+        "theta_gts": [sc["orientation"]],
+        "valids": [sc["valid"]],
+      }
+    )
   return samples
 
 
@@ -102,30 +107,39 @@ def run_one(job):
   predictor, width, height, count, matcher, seed, nthresh = job
   samples = make_samples(predictor, width, height, count)
   t, c = time.perf_counter(), time.process_time()
-  res = api.evaluate_arrays(samples, nthresh=nthresh, with_ac=False,
-                            num_workers=1, matcher=matcher, bsds_seed=seed,
-                            **protocol(width, height))
-  return ({k: res[k] for k in METRICS},
-          (time.perf_counter() - t, time.process_time() - c))
+  res = api.evaluate_arrays(
+    samples,
+    nthresh=nthresh,
+    with_ac=False,
+    num_workers=1,
+    matcher=matcher,
+    bsds_seed=seed,
+    **protocol(width, height),
+  )
+  return ({k: res[k] for k in METRICS}, (time.perf_counter() - t, time.process_time() - c))
 
 
 def _uptime():
   try:
-    return subprocess.run(["uptime"], capture_output=True, text=True,
-                          check=False).stdout.strip()
+    return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
   except OSError:
     return "uptime unavailable"
 
 
 def main():
   ap = argparse.ArgumentParser()
-  ap.add_argument("--sizes", default="1024x768:1,500x375:1,481x321:1",
-                  help="comma-separated WIDTHxHEIGHT:IMAGES")
+  ap.add_argument(
+    "--sizes", default="1024x768:1,500x375:1,481x321:1", help="comma-separated WIDTHxHEIGHT:IMAGES"
+  )
   ap.add_argument("--predictors", default=",".join(PREDICTORS))
   ap.add_argument("--bsds-runs", type=int, default=3)
   ap.add_argument("--nthresh", type=int, default=99)
-  ap.add_argument("--procs", type=int, default=min(2, os.cpu_count() or 1),
-                  help="processes; each evaluation runs on one core")
+  ap.add_argument(
+    "--procs",
+    type=int,
+    default=min(2, os.cpu_count() or 1),
+    help="processes; each evaluation runs on one core",
+  )
   args = ap.parse_args()
   sizes = parse_sizes(args.sizes)
   predictors = args.predictors.split(",")
@@ -141,45 +155,56 @@ def main():
   t0 = time.perf_counter()
   # The BSDS matcher holds the GIL: processes, not threads.
   results = []
-  with multiprocessing.get_context("spawn").Pool(args.procs,
-                                                initializer=_warm) as pool:
+  with multiprocessing.get_context("spawn").Pool(args.procs, initializer=_warm) as pool:
     for job, (m, (t, c)) in zip(jobs, pool.imap(run_one, jobs, chunksize=1)):
       results.append((m, (t, c)))
-      print(f"done {job[0]} {job[1]}x{job[2]}:{job[3]} {job[4]} seed "
-            f"{job[5]}: " + " ".join(f"{k} {m[k]:.5f}" for k in METRICS) +
-            f" ({t:.1f}s wall, {c:.1f}s CPU)", flush=True)
+      print(
+        f"done {job[0]} {job[1]}x{job[2]}:{job[3]} {job[4]} seed "
+        f"{job[5]}: "
+        + " ".join(f"{k} {m[k]:.5f}" for k in METRICS)
+        + f" ({t:.1f}s wall, {c:.1f}s CPU)",
+        flush=True,
+      )
   wall = time.perf_counter() - t0
   by_key = {}
   for job, res in zip(jobs, results):
     by_key.setdefault(job[:4], {}).setdefault(job[4], []).append(res)
   gaps = []
   for (p, w, h, n), runs in by_key.items():
-    (ex, (t_ex, c_ex)), = runs["exact"]
+    ((ex, (t_ex, c_ex)),) = runs["exact"]
     bs = np.array([[m[k] for k in METRICS] for m, _ in runs["bsds"]])
     t_bs = np.array([t for _, (t, _) in runs["bsds"]])
     c_bs = np.array([c for _, (_, c) in runs["bsds"]])
     pr = protocol(w, h)
-    print(f"\n{p} at {w}x{h}, {n} image(s), border {pr['border']}, "
-          f"O-curve {'valid_poc' if pr['valid_only'] else 'poc'}, "
-          f"{args.nthresh} thresholds, {len(t_bs)} bsds runs")
-    print(f"{'metric':<7}{'exact':>9}{'bsds mean':>11}{'min':>9}{'max':>9}"
-          f"{'gap':>10}{'spread':>9}")
+    print(
+      f"\n{p} at {w}x{h}, {n} image(s), border {pr['border']}, "
+      f"O-curve {'valid_poc' if pr['valid_only'] else 'poc'}, "
+      f"{args.nthresh} thresholds, {len(t_bs)} bsds runs"
+    )
+    print(f"{'metric':<7}{'exact':>9}{'bsds mean':>11}{'min':>9}{'max':>9}{'gap':>10}{'spread':>9}")
     for j, k in enumerate(METRICS):
       gap = ex[k] - bs[:, j].mean()
-      print(f"{k:<7}{ex[k]:>9.5f}{bs[:, j].mean():>11.5f}"
-            f"{bs[:, j].min():>9.5f}{bs[:, j].max():>9.5f}{gap:>+10.5f}"
-            f"{bs[:, j].max() - bs[:, j].min():>9.5f}")
-    print(f"time   exact {t_ex:.1f}s wall, {c_ex:.1f}s CPU ({c_ex / n:.2f} "
-          f"CPU s/image); bsds wall mean {t_bs.mean():.1f}s (min "
-          f"{t_bs.min():.1f}, max {t_bs.max():.1f}), CPU mean {c_bs.mean():.1f}s "
-          f"(min {c_bs.min():.1f}, max {c_bs.max():.1f}; "
-          f"{c_bs.mean() / n:.1f} CPU s/image), CPU ratio "
-          f"{c_bs.mean() / max(c_ex, 1e-9):.0f}x")
+      print(
+        f"{k:<7}{ex[k]:>9.5f}{bs[:, j].mean():>11.5f}"
+        f"{bs[:, j].min():>9.5f}{bs[:, j].max():>9.5f}{gap:>+10.5f}"
+        f"{bs[:, j].max() - bs[:, j].min():>9.5f}"
+      )
+    print(
+      f"time   exact {t_ex:.1f}s wall, {c_ex:.1f}s CPU ({c_ex / n:.2f} "
+      f"CPU s/image); bsds wall mean {t_bs.mean():.1f}s (min "
+      f"{t_bs.min():.1f}, max {t_bs.max():.1f}), CPU mean {c_bs.mean():.1f}s "
+      f"(min {c_bs.min():.1f}, max {c_bs.max():.1f}; "
+      f"{c_bs.mean() / n:.1f} CPU s/image), CPU ratio "
+      f"{c_bs.mean() / max(c_ex, 1e-9):.0f}x"
+    )
     gaps.append([ex[k] - bs[:, j].mean() for j, k in enumerate(METRICS)])
   gaps = np.array(gaps)
-  print("\ngap exact - bsds mean over all rows: " + " ".join(
-      f"{k} {gaps[:, j].min():+.4f}..{gaps[:, j].max():+.4f}"
-      for j, k in enumerate(METRICS)))
+  print(
+    "\ngap exact - bsds mean over all rows: "
+    + " ".join(
+      f"{k} {gaps[:, j].min():+.4f}..{gaps[:, j].max():+.4f}" for j, k in enumerate(METRICS)
+    )
+  )
   print(f"wall {wall:.0f}s on {args.procs} processes")
   print("load after:", _uptime())
 

@@ -38,20 +38,28 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 MODES = {
-    "plain": None,
-    "beam1": "runner=FnApiRunner,direct_running_mode=multi_processing,direct_num_workers=1",
-    "beam2": "runner=FnApiRunner,direct_running_mode=multi_processing,direct_num_workers=2",
+  "plain": None,
+  "beam1": "runner=FnApiRunner,direct_running_mode=multi_processing,direct_num_workers=1",
+  "beam2": "runner=FnApiRunner,direct_running_mode=multi_processing,direct_num_workers=2",
 }
 
 # name -> (builder config, item unit, {real split: items}) for the extrapolation.
 REAL = {
-    "vidor": ("fps2_short224", "videos", {"VidOR train+val (7,000 + 835 videos)": 7835,
-                                          "ImageNet-VidVRD (800 + 200 videos)": 1000}),
-    "occlusion_boundaries": ("realoob", "images", {
-        "RealOOB (520 images + 248 hard negatives)": 768,
-        "PIOD (10,100 images)": 10100}),
-    "visualcomet": ("training", "examples", {
-        "VisualCOMET training expansion (~1.4M inferences, 59,356 images)": 1_400_000}),
+  "vidor": (
+    "fps2_short224",
+    "videos",
+    {"VidOR train+val (7,000 + 835 videos)": 7835, "ImageNet-VidVRD (800 + 200 videos)": 1000},
+  ),
+  "occlusion_boundaries": (
+    "realoob",
+    "images",
+    {"RealOOB (520 images + 248 hard negatives)": 768, "PIOD (10,100 images)": 10100},
+  ),
+  "visualcomet": (
+    "training",
+    "examples",
+    {"VisualCOMET training expansion (~1.4M inferences, 59,356 images)": 1_400_000},
+  ),
 }
 
 
@@ -81,12 +89,25 @@ def _link_or_copy(src, dst):
 def make_vidor(out: str, num: int, distinct: int) -> int:
   """`num` training videos (640x360, 600-660 frames) from `distinct` rendered ones."""
   from relations.video_relations.data import synthetic  # pylint: disable=g-import-not-at-top
+
   src = out + ".src"
   if not os.path.isdir(src):
-    synthetic.generate(src, num_train=distinct, num_val=0, seed=0, width=640, height=360,
-                       min_frames=600, max_frames=660)
-  annos = sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.join(src, "annotation"))
-                 for f in fs if f.endswith(".json"))
+    synthetic.generate(
+      src,
+      num_train=distinct,
+      num_val=0,
+      seed=0,
+      width=640,
+      height=360,
+      min_frames=600,
+      max_frames=660,
+    )
+  annos = sorted(
+    os.path.join(d, f)
+    for d, _, fs in os.walk(os.path.join(src, "annotation"))
+    for f in fs
+    if f.endswith(".json")
+  )
   for i in range(num):
     a = annos[i % len(annos)]
     with open(a) as f:
@@ -106,6 +127,7 @@ def make_vidor(out: str, num: int, distinct: int) -> int:
 def make_occlusion(out: str, num: int, distinct: int) -> int:
   """RealOOB layout: `num` 768x1024 images (1/8 of them in test) from `distinct` rendered ones."""
   from relations.occlusion.data import synthetic  # pylint: disable=g-import-not-at-top
+
   src = out + ".src"
   if not os.path.isdir(src):
     synthetic.write_dataset(src, num_train=distinct, num_test=0, seed=0, size=(768, 1024))
@@ -132,8 +154,17 @@ def make_occlusion(out: str, num: int, distinct: int) -> int:
 
 def make_visualcomet(out: str, num: int) -> int:
   from relations.commonsense.data import synthetic  # pylint: disable=g-import-not-at-top
-  synthetic.generate(out, seed=0, train_images=num, val_images=max(1, num // 8), test_images=1,
-                     image_size=768, features=False, verbose=False)
+
+  synthetic.generate(
+    out,
+    seed=0,
+    train_images=num,
+    val_images=max(1, num // 8),
+    test_images=1,
+    image_size=768,
+    features=False,
+    verbose=False,
+  )
   return -1  # Counted after the build (examples, not images).
 
 
@@ -142,18 +173,22 @@ def build_once(name: str, manual: str, data_dir: str, beam_options: str | None) 
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
 
   import relations.datasets  # pylint: disable=g-import-not-at-top
+
   cls = relations.datasets.BUILDERS[name]
   builder = cls(config=REAL[name][0], data_dir=data_dir, file_format="array_record")
   dc = tfds.download.DownloadConfig(manual_dir=manual)
   if beam_options:
     from apache_beam.options import pipeline_options  # pylint: disable=g-import-not-at-top
+
     dc.beam_options = pipeline_options.PipelineOptions(
-        flags=[f"--{o}" for o in beam_options.split(",")])
+      flags=[f"--{o}" for o in beam_options.split(",")]
+    )
   cpu0 = _cpu_seconds()
   t0 = time.perf_counter()
   builder.download_and_prepare(download_config=dc)
   seconds = time.perf_counter() - t0
   from array_record.python import array_record_module  # pylint: disable=g-import-not-at-top
+
   on_disk = {}
   for split, info in builder.info.splits.items():
     on_disk[split] = 0
@@ -161,10 +196,13 @@ def build_once(name: str, manual: str, data_dir: str, beam_options: str | None) 
       reader = array_record_module.ArrayRecordReader(os.fspath(path))
       on_disk[split] += reader.num_records()
       reader.close()
-  return {"seconds": seconds, "cpu_seconds": _cpu_seconds() - cpu0,
-          "splits": {k: v.num_examples for k, v in builder.info.splits.items()},
-          "records_on_disk": on_disk,
-          "bytes": sum(v.num_bytes for v in builder.info.splits.values())}
+  return {
+    "seconds": seconds,
+    "cpu_seconds": _cpu_seconds() - cpu0,
+    "splits": {k: v.num_examples for k, v in builder.info.splits.items()},
+    "records_on_disk": on_disk,
+    "bytes": sum(v.num_bytes for v in builder.info.splits.values()),
+  }
 
 
 def main(argv=None) -> int:
@@ -188,13 +226,19 @@ def main(argv=None) -> int:
   os.makedirs(args.workdir, exist_ok=True)
   datasets = args.datasets.split(",")
   modes = args.modes.split(",")
-  env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""),
-             TF_CPP_MIN_LOG_LEVEL="3")
+  env = dict(
+    os.environ,
+    PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    TF_CPP_MIN_LOG_LEVEL="3",
+  )
   rows = []
   for name in datasets:
     manual = os.path.join(args.workdir, f"{name}_manual")
-    sizes = {"vidor": args.videos, "occlusion_boundaries": args.occlusion_images,
-             "visualcomet": args.visualcomet_images}
+    sizes = {
+      "vidor": args.videos,
+      "occlusion_boundaries": args.occlusion_images,
+      "visualcomet": args.visualcomet_images,
+    }
     stamp = os.path.join(args.workdir, f"{name}_manual.size")
     made = os.path.exists(stamp) and _read_text(stamp) == str(sizes[name])
     if not (os.path.isdir(manual) and made):
@@ -213,8 +257,15 @@ def main(argv=None) -> int:
     for mode in modes:
       data_dir = os.path.join(args.workdir, f"{name}_{mode}_tfds")
       shutil.rmtree(data_dir, ignore_errors=True)
-      cmd = [sys.executable, os.path.abspath(__file__), "--_build", name, manual, data_dir,
-             MODES[mode] or ""]
+      cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--_build",
+        name,
+        manual,
+        data_dir,
+        MODES[mode] or "",
+      ]
       r = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
       line = [l for l in r.stdout.splitlines() if l.startswith("RESULT ")]
       if r.returncode or not line:
@@ -222,30 +273,43 @@ def main(argv=None) -> int:
         raise SystemExit(f"{name} {mode}: build failed")
       results[mode] = json.loads(line[0][7:])
       n = sum(results[mode]["splits"].values())
-      print(f"{name:22s} {mode:6s} {n:7d} {REAL[name][1]} {results[mode]['seconds']:8.1f}s "
-            f"{n / results[mode]['seconds']:8.2f}/s  cpu {results[mode]['cpu_seconds']:7.1f}s "
-            f"({_uptime().split('load average: ')[-1]})", flush=True)
+      print(
+        f"{name:22s} {mode:6s} {n:7d} {REAL[name][1]} {results[mode]['seconds']:8.1f}s "
+        f"{n / results[mode]['seconds']:8.2f}/s  cpu {results[mode]['cpu_seconds']:7.1f}s "
+        f"({_uptime().split('load average: ')[-1]})",
+        flush=True,
+      )
       shutil.rmtree(data_dir, ignore_errors=True)
     splits = {m: r["splits"] for m, r in results.items()}
     on_disk = {m: r["records_on_disk"] for m, r in results.items()}
     if len({json.dumps(s, sort_keys=True) for s in [*splits.values(), *on_disk.values()]}) != 1:
       # Reported, not fatal: the other datasets are still measured.
-      print(f"WARNING {name}: split sizes differ between modes: dataset_info {splits}, "
-            f"records in the files {on_disk}", flush=True)
+      print(
+        f"WARNING {name}: split sizes differ between modes: dataset_info {splits}, "
+        f"records in the files {on_disk}",
+        flush=True,
+      )
     rows.append((name, results))
 
   print("load after:", _uptime())
   print()
-  print("Wall seconds (items/s) and CPU seconds (this process + Beam workers) per mode; the CPU "
-        "figure does not depend on the machine's load.")
-  print(f"| dataset | items | {' | '.join(f'{m} wall s (items/s) | {m} cpu s' for m in modes)} "
-        "| beam2/plain wall | beam2/plain, 2 idle cores (from cpu) |")
+  print(
+    "Wall seconds (items/s) and CPU seconds (this process + Beam workers) per mode; the CPU "
+    "figure does not depend on the machine's load."
+  )
+  print(
+    f"| dataset | items | {' | '.join(f'{m} wall s (items/s) | {m} cpu s' for m in modes)} "
+    "| beam2/plain wall | beam2/plain, 2 idle cores (from cpu) |"
+  )
   print("|---|---|" + "---|---|" * len(modes) + "---|---|")
   speedups = {}
   for name, results in rows:
     n = sum(next(iter(results.values()))["splits"].values())
-    cells = " | ".join(f"{results[m]['seconds']:.1f} ({n / results[m]['seconds']:.2f}) | "
-                       f"{results[m]['cpu_seconds']:.1f}" for m in modes)
+    cells = " | ".join(
+      f"{results[m]['seconds']:.1f} ({n / results[m]['seconds']:.2f}) | "
+      f"{results[m]['cpu_seconds']:.1f}"
+      for m in modes
+    )
     sp = est = float("nan")
     if "plain" in results and "beam2" in results:
       sp = results["plain"]["seconds"] / results["beam2"]["seconds"]
@@ -254,9 +318,11 @@ def main(argv=None) -> int:
     speedups[name] = sp
     print(f"| {name} | {n} {REAL[name][1]} | {cells} | {sp:.2f}x | {est:.2f}x |")
   print()
-  print("Extrapolation to the real datasets: core-hours = items x plain cpu s per item "
-        "(Beam adds its beam2/plain cpu ratio); hours on one idle 2-core machine with beam2; "
-        "N cores (one machine or a cluster) divide the core-hours by N:")
+  print(
+    "Extrapolation to the real datasets: core-hours = items x plain cpu s per item "
+    "(Beam adds its beam2/plain cpu ratio); hours on one idle 2-core machine with beam2; "
+    "N cores (one machine or a cluster) divide the core-hours by N:"
+  )
   for name, results in rows:
     n = sum(next(iter(results.values()))["splits"].values())
     for label, real in REAL[name][2].items():
@@ -266,8 +332,9 @@ def main(argv=None) -> int:
         parts.append(f"{per:.3f} cpu s/{REAL[name][1][:-1]}, plain {real * per / 3600:.2f} core-h")
       if "beam2" in results:
         per2 = results["beam2"]["cpu_seconds"] / n
-        parts.append(f"beam {real * per2 / 3600:.2f} core-h = {real * per2 / 2 / 3600:.2f} h "
-                     "on 2 cores")
+        parts.append(
+          f"beam {real * per2 / 3600:.2f} core-h = {real * per2 / 2 / 3600:.2f} h on 2 cores"
+        )
       print(f"  {label}: " + ", ".join(parts))
   print("prepare: beam2/plain " + " ".join(f"{k}={v:.2f}x" for k, v in speedups.items()))
   return 0

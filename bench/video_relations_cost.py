@@ -32,16 +32,18 @@ def abstract_batch(config):
   h, w = inp.image_size
   k = int(config.model.num_predicates)
   s = jax.ShapeDtypeStruct
-  return {"frames": s((b, t, h, w, 3), jnp.uint8),
-          "frame_valid": s((b, t), jnp.bool_),
-          "frame_time": s((b, t), jnp.float32),
-          "boxes": s((b, t, m, 4), jnp.float32),
-          "box_valid": s((b, t, m), jnp.bool_),
-          "labels": s((b, m), jnp.int32),
-          "rel_boxes": s((b, t, m, 4), jnp.float32),
-          "pairs": s((b, p, 2), jnp.int32),
-          "pair_valid": s((b, p), jnp.bool_),
-          "pair_labels": s((b, p, k), jnp.float32)}
+  return {
+    "frames": s((b, t, h, w, 3), jnp.uint8),
+    "frame_valid": s((b, t), jnp.bool_),
+    "frame_time": s((b, t), jnp.float32),
+    "boxes": s((b, t, m, 4), jnp.float32),
+    "box_valid": s((b, t, m), jnp.bool_),
+    "labels": s((b, m), jnp.int32),
+    "rel_boxes": s((b, t, m, 4), jnp.float32),
+    "pairs": s((b, p, 2), jnp.int32),
+    "pair_valid": s((b, p), jnp.bool_),
+    "pair_labels": s((b, p, k), jnp.float32),
+  }
 
 
 def step_flops(config):
@@ -50,12 +52,9 @@ def step_flops(config):
   batch = abstract_batch(config)
   small = {k: np.zeros((1, *v.shape[1:]), v.dtype) for k, v in batch.items()}
   small["pairs"][..., 1] = 1
-  params = jax.eval_shape(
-      lambda r: video_relations.init_params(model, small, r),
-      jax.random.key(0))
+  params = jax.eval_shape(lambda r: video_relations.init_params(model, small, r), jax.random.key(0))
   n_params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(params))
-  grad = jax.grad(lambda p, b: video_relations.loss_fn(
-      model, p, b, jax.random.key(0), config)[0])
+  grad = jax.grad(lambda p, b: video_relations.loss_fn(model, p, b, jax.random.key(0), config)[0])
   cost = jax.jit(grad).lower(params, batch).cost_analysis()
   if isinstance(cost, (list, tuple)):
     cost = cost[0]
@@ -67,21 +66,25 @@ def main(argv=None):
   ap.add_argument("--config", default="configs/video_relations.py:paper")
   ap.add_argument("--mfu", type=float, default=0.35)
   args, overrides = ap.parse_known_args(argv)
-  config = config_util.load_config(args.config,
-                                   [o.removeprefix("--config.")
-                                    for o in overrides])
+  config = config_util.load_config(args.config, [o.removeprefix("--config.") for o in overrides])
   flops, n_params = step_flops(config)
   steps = int(config.total_steps)
   frames = int(config.input.batch_size) * int(config.input.clip_frames)
-  print(f"config {args.config}: {n_params / 1e6:.1f} M parameters, global "
-        f"batch {config.input.batch_size} clips x {config.input.clip_frames} "
-        f"frames = {frames} frames at {tuple(config.input.image_size)}")
-  print(f"FLOPs per training step (forward + backward + Adam): "
-        f"{flops / 1e12:.2f} TFLOP ({flops / frames / 1e9:.1f} GFLOP/frame)")
+  print(
+    f"config {args.config}: {n_params / 1e6:.1f} M parameters, global "
+    f"batch {config.input.batch_size} clips x {config.input.clip_frames} "
+    f"frames = {frames} frames at {tuple(config.input.image_size)}"
+  )
+  print(
+    f"FLOPs per training step (forward + backward + Adam): "
+    f"{flops / 1e12:.2f} TFLOP ({flops / frames / 1e9:.1f} GFLOP/frame)"
+  )
   for name, peak in PEAK.items():
     sec = flops / (peak * args.mfu)
-    print(f"{name}: {sec * 1e3:.0f} ms/step at {args.mfu:.0%} MFU -> "
-          f"{steps} steps in {sec * steps / 3600:.1f} h")
+    print(
+      f"{name}: {sec * 1e3:.0f} ms/step at {args.mfu:.0%} MFU -> "
+      f"{steps} steps in {sec * steps / 3600:.1f} h"
+    )
   return 0
 
 

@@ -60,8 +60,20 @@ from relations.video_relations import association
 from relations.video_relations import submission
 
 WIDTH, HEIGHT = 1920, 1080
-CATEGORIES = ("adult", "child", "baby", "dog", "cat", "ball/sports_ball",
-              "car", "bicycle", "chair", "table", "toy", "horse")
+CATEGORIES = (
+  "adult",
+  "child",
+  "baby",
+  "dog",
+  "cat",
+  "ball/sports_ball",
+  "car",
+  "bicycle",
+  "chair",
+  "table",
+  "toy",
+  "horse",
+)
 PREDICATES = vrd_categories.VIDOR_PREDICATES
 
 
@@ -74,10 +86,10 @@ def _track(rng, length):
   vx, vy = rng.uniform(-3, 3), rng.uniform(-3, 3)
   boxes = []
   for _ in range(length):
-    vx = max(-6., min(6., vx + rng.gauss(0, 0.3)))
-    vy = max(-6., min(6., vy + rng.gauss(0, 0.3)))
-    x = min(max(0., x + vx), WIDTH - w)
-    y = min(max(0., y + vy), HEIGHT - h)
+    vx = max(-6.0, min(6.0, vx + rng.gauss(0, 0.3)))
+    vy = max(-6.0, min(6.0, vy + rng.gauss(0, 0.3)))
+    x = min(max(0.0, x + vx), WIDTH - w)
+    y = min(max(0.0, y + vy), HEIGHT - h)
     boxes.append([int(x), int(y), int(x) + w, int(y) + h])
   return boxes
 
@@ -85,9 +97,15 @@ def _track(rng, length):
 def _noisy(rng, boxes, sigma):
   """Float copy of a track, as a detector/tracker would report it."""
   dx, dy = rng.gauss(0, sigma), rng.gauss(0, sigma)
-  return [[b[0] + dx + rng.gauss(0, 2), b[1] + dy + rng.gauss(0, 2),
-           b[2] + dx + rng.gauss(0, 2), b[3] + dy + rng.gauss(0, 2)]
-          for b in boxes]
+  return [
+    [
+      b[0] + dx + rng.gauss(0, 2),
+      b[1] + dy + rng.gauss(0, 2),
+      b[2] + dx + rng.gauss(0, 2),
+      b[3] + dy + rng.gauss(0, 2),
+    ]
+    for b in boxes
+  ]
 
 
 def _span(rng, lo, hi):
@@ -115,10 +133,17 @@ def iter_case(num_videos=832, preds_per_video=200, seed=0):
     for _ in range(rng.randint(20, 52)):
       a, b = rng.sample(range(nobj), 2)
       s, e = _span(rng, 0, length)
-      rels.append({"triplet": (cats[a], rng.choice(video_preds), cats[b]),
-                   "subject_tid": a, "object_tid": b, "duration": (s, e),
-                   "sub_traj": tracks[a][s:e], "obj_traj": tracks[b][s:e],
-                   "_ab": (a, b)})
+      rels.append(
+        {
+          "triplet": (cats[a], rng.choice(video_preds), cats[b]),
+          "subject_tid": a,
+          "object_tid": b,
+          "duration": (s, e),
+          "sub_traj": tracks[a][s:e],
+          "obj_traj": tracks[b][s:e],
+          "_ab": (a, b),
+        }
+      )
     preds, rels_arr = [], []
     for k in range(preds_per_video):
       if k % 2 == 0:
@@ -128,18 +153,24 @@ def iter_case(num_videos=832, preds_per_video=200, seed=0):
         d = max(1, (e - s) // 10)
         s = max(0, s + rng.randint(-d, d))
         e = min(length, max(s + 1, e + rng.randint(-d, d)))
-        t = r["triplet"] if rng.random() < 0.8 else (
-            cats[a], rng.choice(video_preds), cats[b])
+        t = r["triplet"] if rng.random() < 0.8 else (cats[a], rng.choice(video_preds), cats[b])
       else:
         a, b = rng.sample(range(nobj), 2)
         s, e = _span(rng, 0, length)
         t = (cats[a], rng.choice(video_preds), cats[b])
       score = rng.random()
-      preds.append({"triplet": list(t), "score": score,
-                    "duration": [s, e], "sub_traj": noisy[a][s:e],
-                    "obj_traj": noisy[b][s:e]})
-      rels_arr.append(association.Relation(
-          tuple(t), s, e, noisy_arr[a][s:e], noisy_arr[b][s:e], [score]))
+      preds.append(
+        {
+          "triplet": list(t),
+          "score": score,
+          "duration": [s, e],
+          "sub_traj": noisy[a][s:e],
+          "obj_traj": noisy[b][s:e],
+        }
+      )
+      rels_arr.append(
+        association.Relation(tuple(t), s, e, noisy_arr[a][s:e], noisy_arr[b][s:e], [score])
+      )
     for r in rels:
       del r["_ab"]
     yield vid, rels, preds, rels_arr
@@ -197,21 +228,22 @@ def in_memory(gt, pred, arrays, runs):
       ok = False
       continue
     off_lines = vrd_official.printed_lines(res)
-    equal = (off_lines == ours.official_lines() == cold.official_lines()
-             == tab.official_lines())
+    equal = off_lines == ours.official_lines() == cold.official_lines() == tab.official_lines()
     ok &= equal
     for i, what in enumerate(("wall", "CPU")):
-      print(f"[{protocol}] {what:4s}: official {t_off[i]:6.2f} s | dicts "
-            f"{t_cold[i]:5.2f} s cold, {t_warm[i]:5.2f} s warm -> "
-            f"{t_off[i] / t_cold[i]:4.1f}x / {t_off[i] / t_warm[i]:4.1f}x | "
-            f"arrays: evaluate_tables {t_tab[i]:5.3f} s -> "
-            f"{t_off[i] / t_tab[i]:5.1f}x; + from_relations "
-            f"{t_build[i]:5.2f} s -> {t_off[i] / (t_tab[i] + t_build[i]):4.1f}x")
+      print(
+        f"[{protocol}] {what:4s}: official {t_off[i]:6.2f} s | dicts "
+        f"{t_cold[i]:5.2f} s cold, {t_warm[i]:5.2f} s warm -> "
+        f"{t_off[i] / t_cold[i]:4.1f}x / {t_off[i] / t_warm[i]:4.1f}x | "
+        f"arrays: evaluate_tables {t_tab[i]:5.3f} s -> "
+        f"{t_off[i] / t_tab[i]:5.1f}x; + from_relations "
+        f"{t_build[i]:5.2f} s -> {t_off[i] / (t_tab[i] + t_build[i]):4.1f}x"
+      )
     print(f"[{protocol}] numbers {'EQUAL' if equal else 'DIFFERENT'}:")
-    for a, b, c in zip(off_lines, ours.official_lines(),
-                       tab.official_lines()):
-      print(f"    official {a}\n    dicts    {b}\n    arrays   {c}"
-            if not a == b == c else f"    {a}")
+    for a, b, c in zip(off_lines, ours.official_lines(), tab.official_lines()):
+      print(
+        f"    official {a}\n    dicts    {b}\n    arrays   {c}" if not a == b == c else f"    {a}"
+      )
   return ok
 
 
@@ -344,14 +376,19 @@ def run_child(cmd):
     fe.seek(0)
     out, err = fo.read().decode(), fe.read().decode()
   cpu = usage.ru_utime + usage.ru_stime
-  return (out, err, wall, cpu, usage.ru_maxrss / 2 ** 20,
-          os.waitstatus_to_exitcode(status))
+  return (out, err, wall, cpu, usage.ru_maxrss / 2**20, os.waitstatus_to_exitcode(status))
 
 
 def write_case(case_dir, num_videos, preds, seed, slice_videos, xz):
   """Writes the case files (skipped when case.json matches)."""
-  meta = {"videos": num_videos, "preds": preds, "seed": seed,
-          "slice": slice_videos, "digits": 2, "xz": bool(xz)}
+  meta = {
+    "videos": num_videos,
+    "preds": preds,
+    "seed": seed,
+    "slice": slice_videos,
+    "digits": 2,
+    "xz": bool(xz),
+  }
   meta_path = os.path.join(case_dir, "case.json")
   if os.path.exists(meta_path):
     with open(meta_path) as f:
@@ -359,20 +396,19 @@ def write_case(case_dir, num_videos, preds, seed, slice_videos, xz):
         return
   os.makedirs(case_dir, exist_ok=True)
   t0 = time.perf_counter()
-  names = ("gt.json", "submission.json", "gt_slice.json",
-           "submission_slice.json")
+  names = ("gt.json", "submission.json", "gt_slice.json", "submission_slice.json")
   files = [open(os.path.join(case_dir, n), "w") for n in names]
   g, s, gs, ss = files
   for f in (s, ss):
     f.write('{"version": "VERSION 1.0", "results": {')
   for f in (g, gs):
     f.write("{")
-  for k, (vid, rels, _, arrays) in enumerate(iter_case(num_videos, preds,
-                                                       seed)):
+  for k, (vid, rels, _, arrays) in enumerate(iter_case(num_videos, preds, seed)):
     sep = ", " if k else ""
     gt_text = f"{sep}{json.dumps(vid)}: {json.dumps(rels)}"
-    sub_text = (f"{sep}{json.dumps(vid)}: " + json.dumps(
-        [submission.relation_to_json(r, ndigits=2) for r in arrays]))
+    sub_text = f"{sep}{json.dumps(vid)}: " + json.dumps(
+      [submission.relation_to_json(r, ndigits=2) for r in arrays]
+    )
     g.write(gt_text)
     s.write(sub_text)
     if k < slice_videos:
@@ -386,17 +422,16 @@ def write_case(case_dir, num_videos, preds, seed, slice_videos, xz):
     f.close()
   if xz:
     with open(os.path.join(case_dir, "submission.json.xz"), "wb") as f:
-      subprocess.run(["xz", "-1", "-T2", "-c",
-                      os.path.join(case_dir, "submission.json")], stdout=f,
-                     check=True)
+      subprocess.run(
+        ["xz", "-1", "-T2", "-c", os.path.join(case_dir, "submission.json")], stdout=f, check=True
+      )
   with open(meta_path, "w") as f:
     json.dump(meta, f)
   print(f"case written to {case_dir} in {time.perf_counter() - t0:.0f} s")
 
 
 def _report(label, wall, cpu, rss, extra=""):
-  print(f"{label:34s} wall {wall:7.2f} s  CPU {cpu:7.2f} s  peak RSS "
-        f"{rss:5.2f} GiB{extra}")
+  print(f"{label:34s} wall {wall:7.2f} s  CPU {cpu:7.2f} s  peak RSS {rss:5.2f} GiB{extra}")
 
 
 def files_end_to_end(case_dir, runs, num_videos, slice_videos, xz):
@@ -405,138 +440,179 @@ def files_end_to_end(case_dir, runs, num_videos, slice_videos, xz):
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   env_cmd = [py, "-m", "relations.evaluate", "vidor", "--official-lines"]
   path = lambda n: os.path.join(case_dir, n)
-  sizes = {n: os.path.getsize(path(n)) for n in os.listdir(case_dir)
-           if n.endswith((".json", ".xz")) and n != "case.json"}
-  print("files: " + ", ".join(f"{n} {b / 2 ** 20:.0f} MiB"
-                              for n, b in sorted(sizes.items())))
+  sizes = {
+    n: os.path.getsize(path(n))
+    for n in os.listdir(case_dir)
+    if n.endswith((".json", ".xz")) and n != "case.json"
+  }
+  print("files: " + ", ".join(f"{n} {b / 2**20:.0f} MiB" for n, b in sorted(sizes.items())))
   ok = True
   # Floors.
   out, err, wall, cpu, rss, rc = run_child(
-      [py, "-c", _FLOOR, "parse", path("submission.json"), path("gt.json")])
+    [py, "-c", _FLOOR, "parse", path("submission.json"), path("gt.json")]
+  )
   print(out.strip() or err)
-  floor_inner = sum(float(l.rsplit("parse ", 1)[1].split()[0])
-                    for l in out.splitlines() if "read + parse" in l)
-  _report("floor (read + parse numbers)", wall, cpu, rss,
-          f"  [inside the child: {floor_inner:.2f} s]")
+  floor_inner = sum(
+    float(l.rsplit("parse ", 1)[1].split()[0]) for l in out.splitlines() if "read + parse" in l
+  )
+  _report(
+    "floor (read + parse numbers)", wall, cpu, rss, f"  [inside the child: {floor_inner:.2f} s]"
+  )
   floor = (wall, cpu, rss, floor_inner)
   xz_floor = None
   if xz:
     out, err, wall_x, cpu_x, rss_x, rc = run_child(
-        [py, "-c", _FLOOR, "xz", path("submission.json.xz")])
+      [py, "-c", _FLOOR, "xz", path("submission.json.xz")]
+    )
     print(out.strip() or err)
     xz_inner = float(out.rsplit("decompress only ", 1)[1].split()[0])
-    _report("floor .xz (decompress only)", wall_x, cpu_x, rss_x,
-            f"  [inside the child: {xz_inner:.2f} s]")
+    _report(
+      "floor .xz (decompress only)", wall_x, cpu_x, rss_x, f"  [inside the child: {xz_inner:.2f} s]"
+    )
     xz_floor = (wall_x, cpu_x, rss_x, xz_inner)
   # Ours, as a user runs it.
   ours = {}
   for protocol, _ in runs:
-    inputs = [("json", "submission.json")] + (
-        [("xz", "submission.json.xz")] if xz else [])
+    inputs = [("json", "submission.json")] + ([("xz", "submission.json.xz")] if xz else [])
     for kind, sub in inputs:
       for attempt in ("first", "again"):
         out, err, wall, cpu, rss, rc = run_child(
-            env_cmd + ["--groundtruth", path("gt.json"), "--prediction",
-                       path(sub), "--protocol", protocol])
+          env_cmd
+          + ["--groundtruth", path("gt.json"), "--prediction", path(sub), "--protocol", protocol]
+        )
         if rc != 0:
           print(err)
           ok = False
         _report(f"ours [{protocol}] {sub} ({attempt})", wall, cpu, rss)
         ours[(protocol, kind)] = (wall, cpu, rss, out)
-    print("\n".join("    " + l for l in ours[(protocol, "json")][3]
-                     .splitlines() if l.startswith(("detection", "tagging"))))
+    print(
+      "\n".join(
+        "    " + l
+        for l in ours[(protocol, "json")][3].splitlines()
+        if l.startswith(("detection", "tagging"))
+      )
+    )
   # Official on the slice, and ours on the same slice.
   scale = num_videos / slice_videos
   for protocol, checkout in runs:
     out, err, wall, cpu, rss, rc = run_child(
-        [py, "-c", _OFFICIAL, os.path.dirname(os.path.abspath(__file__)),
-         checkout, protocol, path("gt_slice.json"),
-         path("submission_slice.json")])
+      [
+        py,
+        "-c",
+        _OFFICIAL,
+        os.path.dirname(os.path.abspath(__file__)),
+        checkout,
+        protocol,
+        path("gt_slice.json"),
+        path("submission_slice.json"),
+      ]
+    )
     if rc != 0:
       print(err)
       ok = False
       continue
     off_lines = json.loads(out.strip().splitlines()[-1])
-    _report(f"official [{protocol}] {slice_videos} videos", wall, cpu, rss,
-            f"  ({out.splitlines()[0]})")
+    _report(
+      f"official [{protocol}] {slice_videos} videos", wall, cpu, rss, f"  ({out.splitlines()[0]})"
+    )
     off = (wall * scale, cpu * scale)
-    print(f"{'official scaled to ' + str(num_videos) + ' videos':34s} wall "
-          f"{off[0]:7.2f} s  CPU {off[1]:7.2f} s")
+    print(
+      f"{'official scaled to ' + str(num_videos) + ' videos':34s} wall "
+      f"{off[0]:7.2f} s  CPU {off[1]:7.2f} s"
+    )
     o2, _, w2, c2, r2, rc2 = run_child(
-        env_cmd + ["--groundtruth", path("gt_slice.json"), "--prediction",
-                   path("submission_slice.json"), "--protocol", protocol])
-    ours_lines = [l for l in o2.splitlines()
-                  if l.startswith(("detection", "tagging"))]
+      env_cmd
+      + [
+        "--groundtruth",
+        path("gt_slice.json"),
+        "--prediction",
+        path("submission_slice.json"),
+        "--protocol",
+        protocol,
+      ]
+    )
+    ours_lines = [l for l in o2.splitlines() if l.startswith(("detection", "tagging"))]
     equal = rc2 == 0 and ours_lines == off_lines
     ok &= equal
-    _report(f"ours [{protocol}] {slice_videos} videos", w2, c2, r2,
-            f"  lines {'EQUAL' if equal else 'DIFFERENT'} to the official")
+    _report(
+      f"ours [{protocol}] {slice_videos} videos",
+      w2,
+      c2,
+      r2,
+      f"  lines {'EQUAL' if equal else 'DIFFERENT'} to the official",
+    )
     if not equal:
-      print("\n".join(f"    official {a}\n    ours     {b}"
-                       for a, b in zip(off_lines, ours_lines)))
+      print("\n".join(f"    official {a}\n    ours     {b}" for a, b in zip(off_lines, ours_lines)))
     w, c, r, _ = ours[(protocol, "json")]
-    print(f"[{protocol}] ours vs official (scaled): wall {off[0] / w:.1f}x, "
-          f"CPU {off[1] / c:.1f}x; vs the floor: wall {w / floor[0]:.2f}x "
-          f"(child) / {w / floor[3]:.2f}x (floor's inner time), CPU "
-          f"{c / floor[1]:.2f}x; peak RSS {r:.2f} GiB for a "
-          f"{sizes['submission.json'] / 2 ** 30:.2f} GiB submission + "
-          f"{sizes['gt.json'] / 2 ** 30:.2f} GiB GT")
+    print(
+      f"[{protocol}] ours vs official (scaled): wall {off[0] / w:.1f}x, "
+      f"CPU {off[1] / c:.1f}x; vs the floor: wall {w / floor[0]:.2f}x "
+      f"(child) / {w / floor[3]:.2f}x (floor's inner time), CPU "
+      f"{c / floor[1]:.2f}x; peak RSS {r:.2f} GiB for a "
+      f"{sizes['submission.json'] / 2**30:.2f} GiB submission + "
+      f"{sizes['gt.json'] / 2**30:.2f} GiB GT"
+    )
     if xz_floor:
       w, c, r, _ = ours[(protocol, "xz")]
-      print(f"[{protocol}] .json.xz: ours wall {w:.2f} s = "
-            f"{w / xz_floor[0]:.2f}x the decompression alone "
-            f"({xz_floor[0]:.2f} s), {w / floor[0]:.2f}x the .json floor; "
-            f"ours .xz - ours .json = "
-            f"{w - ours[(protocol, 'json')][0]:+.2f} s; peak RSS {r:.2f} GiB")
+      print(
+        f"[{protocol}] .json.xz: ours wall {w:.2f} s = "
+        f"{w / xz_floor[0]:.2f}x the decompression alone "
+        f"({xz_floor[0]:.2f} s), {w / floor[0]:.2f}x the .json floor; "
+        f"ours .xz - ours .json = "
+        f"{w - ours[(protocol, 'json')][0]:+.2f} s; peak RSS {r:.2f} GiB"
+      )
   return ok
 
 
 def _stats(gt, pred):
   n_gt = sum(map(len, gt.values()))
   n_pred = sum(map(len, pred.values()))
-  boxes = sum(len(p["sub_traj"]) + len(p["obj_traj"])
-              for ps in pred.values() for p in ps)
+  boxes = sum(len(p["sub_traj"]) + len(p["obj_traj"]) for ps in pred.values() for p in ps)
   pairs = 0
   for vid, rels in gt.items():
     count = {}
     for r in rels:
       count[tuple(r["triplet"])] = count.get(tuple(r["triplet"]), 0) + 1
     pairs += sum(count.get(tuple(p["triplet"]), 0) for p in pred[vid])
-  return (f"{len(gt)} videos, {n_gt} GT relations, {n_pred} predictions "
-          f"({boxes} predicted boxes), {pairs} same-triplet "
-          "(prediction, GT) pairs")
+  return (
+    f"{len(gt)} videos, {n_gt} GT relations, {n_pred} predictions "
+    f"({boxes} predicted boxes), {pairs} same-triplet "
+    "(prediction, GT) pairs"
+  )
 
 
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  ap.add_argument("--official", required=True,
-                  help="checkout of xdshang/VidVRD-helper")
-  ap.add_argument("--official-vru20",
-                  help="checkout of NExTplusplus/VidVRD-helper (also times "
-                  "the vru20 protocol)")
+  ap.add_argument("--official", required=True, help="checkout of xdshang/VidVRD-helper")
+  ap.add_argument(
+    "--official-vru20",
+    help="checkout of NExTplusplus/VidVRD-helper (also times the vru20 protocol)",
+  )
   ap.add_argument("--case-dir", default="/tmp/vrd_case")
   ap.add_argument("--videos", type=int, default=832)
   ap.add_argument("--preds", type=int, default=200)
   ap.add_argument("--seed", type=int, default=0)
-  ap.add_argument("--official-videos", type=int, default=104,
-                  help="videos the official code is timed on (scaled)")
-  ap.add_argument("--no-xz", action="store_true",
-                  help="skip the .json.xz input")
-  ap.add_argument("--in-memory-videos", type=int, default=0,
-                  help="also time dicts / arrays in memory on this many "
-                  "videos (0: skip)")
+  ap.add_argument(
+    "--official-videos", type=int, default=104, help="videos the official code is timed on (scaled)"
+  )
+  ap.add_argument("--no-xz", action="store_true", help="skip the .json.xz input")
+  ap.add_argument(
+    "--in-memory-videos",
+    type=int,
+    default=0,
+    help="also time dicts / arrays in memory on this many videos (0: skip)",
+  )
   args = ap.parse_args(argv)
   print(f"uptime: {os.popen('uptime').read().strip()}")
   runs = [("helper", args.official)]
   if args.official_vru20:
     runs.append(("vru20", args.official_vru20))
-  write_case(args.case_dir, args.videos, args.preds, args.seed,
-             args.official_videos, not args.no_xz)
-  ok = files_end_to_end(args.case_dir, runs, args.videos,
-                        args.official_videos, not args.no_xz)
+  write_case(
+    args.case_dir, args.videos, args.preds, args.seed, args.official_videos, not args.no_xz
+  )
+  ok = files_end_to_end(args.case_dir, runs, args.videos, args.official_videos, not args.no_xz)
   if args.in_memory_videos:
-    gt, pred, arrays = build_case(args.in_memory_videos, args.preds,
-                                  args.seed)
+    gt, pred, arrays = build_case(args.in_memory_videos, args.preds, args.seed)
     print(f"in memory: {_stats(gt, pred)}")
     ok &= in_memory(gt, pred, arrays, runs)
   print(f"uptime: {os.popen('uptime').read().strip()}")

@@ -43,8 +43,9 @@ def _box(rng, style, scale):
   if style == "float":
     box = [v + rng.choice((0.0, 0.5, 0.25, round(rng.random(), 3))) for v in box]
   elif style == "inverted" and rng.random() < 0.3:
-    box = [box[2], box[1], box[0], box[3]] if rng.random() < 0.5 else [
-        box[2], box[3], box[0], box[1]]
+    box = (
+      [box[2], box[1], box[0], box[3]] if rng.random() < 0.5 else [box[2], box[3], box[0], box[1]]
+    )
   return box
 
 
@@ -52,14 +53,18 @@ def _traj(rng, n, style, scale, base=None):
   if base is not None and rng.random() < 0.6:
     # Jittered copy of a GT trajectory: overlaps near the 0.5 threshold.
     d = rng.choice((0, 0, 1, 2))
-    return [[v + rng.randint(-d, d) for v in b] if style != "float" else
-            [v + rng.choice((0.0, 0.5, -0.5)) for v in b] for b in base]
+    return [
+      [v + rng.randint(-d, d) for v in b]
+      if style != "float"
+      else [v + rng.choice((0.0, 0.5, -0.5)) for v in b]
+      for b in base
+    ]
   return [_box(rng, style, scale) for _ in range(n)]
 
 
 def _mismatch(rng, traj, mode):
   if mode == "short" and traj:
-    return traj[:-rng.randint(1, len(traj))]
+    return traj[: -rng.randint(1, len(traj))]
   if mode == "long":
     return traj + [list(traj[-1]) if traj else [0, 0, 1, 1]] * rng.randint(1, 3)
   return traj
@@ -75,9 +80,12 @@ def make_case(rng: random.Random, index: int) -> dict:
   many = index % 25 == 0  # a few videos with > 200 predictions
   if many:
     max_len = 2  # keeps the recorded fixture small
-  triplets = [(s, p, o) for s in SUBJECTS[:rng.randint(1, 3)]
-              for p in PREDICATES[:rng.randint(1, 3)]
-              for o in OBJECTS[:rng.randint(1, 2)]]
+  triplets = [
+    (s, p, o)
+    for s in SUBJECTS[: rng.randint(1, 3)]
+    for p in PREDICATES[: rng.randint(1, 3)]
+    for o in OBJECTS[: rng.randint(1, 2)]
+  ]
   gt, pred = {}, {}
   for v in range(rng.randint(1, 5)):
     vid = f"{1000 + v}" if rng.random() < 0.5 else f"ILSVRC2015_{v:04d}"
@@ -87,9 +95,14 @@ def make_case(rng: random.Random, index: int) -> dict:
       e = s + rng.randint(1, max_len)
       sub = _traj(rng, e - s, style, scale)
       obj = _traj(rng, e - s, style, scale)
-      rel = {"triplet": list(rng.choice(triplets)), "subject_tid": 0,
-             "object_tid": 1, "duration": [s, e], "sub_traj": sub,
-             "obj_traj": obj}
+      rel = {
+        "triplet": list(rng.choice(triplets)),
+        "subject_tid": 0,
+        "object_tid": 1,
+        "duration": [s, e],
+        "sub_traj": sub,
+        "obj_traj": obj,
+      }
       if rng.random() < mismatch_rate / 4:
         rel["sub_traj"] = _mismatch(rng, sub, "short")
       rels.append(rel)
@@ -108,13 +121,15 @@ def make_case(rng: random.Random, index: int) -> dict:
         s2 = max(0, s + rng.choice((0, 0, -1, 1, -2, 2)))
         e2 = max(s2 + 1, e + rng.choice((0, 0, -1, 1, 2)))
         same_span = (s2, e2) == (s, e) and len(g["sub_traj"]) == e - s
-        sub = _traj(rng, e2 - s2, style, scale,
-                    g["sub_traj"] if same_span else None)
-        obj = _traj(rng, e2 - s2, style, scale,
-                    g["obj_traj"] if same_span and len(g["obj_traj"]) == e - s
-                    else None)
-        t = list(g["triplet"]) if rng.random() < 0.8 else list(
-            rng.choice(triplets))
+        sub = _traj(rng, e2 - s2, style, scale, g["sub_traj"] if same_span else None)
+        obj = _traj(
+          rng,
+          e2 - s2,
+          style,
+          scale,
+          g["obj_traj"] if same_span and len(g["obj_traj"]) == e - s else None,
+        )
+        t = list(g["triplet"]) if rng.random() < 0.8 else list(rng.choice(triplets))
       else:
         s2 = rng.randint(0, max_len)
         e2 = s2 + rng.randint(1, max_len)
@@ -129,16 +144,21 @@ def make_case(rng: random.Random, index: int) -> dict:
         score = rng.choice((0.1, 0.5, 0.5, 0.9))
       else:
         score = rng.randint(0, 3)
-      p = {"triplet": t, "score": score, "duration": [s2, e2],
-           "sub_traj": sub, "obj_traj": obj}
+      p = {"triplet": t, "score": score, "duration": [s2, e2], "sub_traj": sub, "obj_traj": obj}
       preds.append(p)
       if rng.random() < 0.1:
         preds.append(json.loads(json.dumps(p)))  # duplicate prediction
     pred[vid] = preds
   if rng.random() < 0.2:
-    pred["prediction_only"] = [{
-        "triplet": list(triplets[0]), "score": 1.0, "duration": [0, 1],
-        "sub_traj": [[0, 0, 1, 1]], "obj_traj": [[0, 0, 1, 1]]}]
+    pred["prediction_only"] = [
+      {
+        "triplet": list(triplets[0]),
+        "score": 1.0,
+        "duration": [0, 1],
+        "sub_traj": [[0, 0, 1, 1]],
+        "obj_traj": [[0, 0, 1, 1]],
+      }
+    ]
   train = [list(t) for t in triplets if rng.random() < 0.35]
   return {"groundtruth": gt, "prediction": pred, "train_triplets": train}
 
@@ -147,12 +167,10 @@ def official_outputs(case, mods) -> dict:
   """Official results of one case: every protocol x split, per-video AP."""
   out = {}
   gt, pred = case["groundtruth"], case["prediction"]
-  zs = set(map(tuple, _triplets(gt))) - set(map(tuple,
-                                               case["train_triplets"]))
+  zs = set(map(tuple, _triplets(gt))) - set(map(tuple, case["train_triplets"]))
   splits = {"all": (gt, pred)}
   splits["zero_shot"] = vrd_official.zero_shot_inputs(gt, pred, zs, False)
-  splits["generalized_zero_shot"] = vrd_official.zero_shot_inputs(
-      gt, pred, zs, True)
+  splits["generalized_zero_shot"] = vrd_official.zero_shot_inputs(gt, pred, zs, True)
   for protocol, mod in mods.items():
     for split, (g, p) in splits.items():
       status, res = vrd_official.run(mod, g, p, protocol)
@@ -180,14 +198,19 @@ def _triplets(gt):
 
 def _values(res):
   mean_ap, rec, prec = res
-  return [float(mean_ap), float(rec[50]), float(rec[100]), float(prec[1]),
-          float(prec[5]), float(prec[10])]
+  return [
+    float(mean_ap),
+    float(rec[50]),
+    float(rec[100]),
+    float(prec[1]),
+    float(prec[5]),
+    float(prec[10]),
+  ]
 
 
 def has_int_scores(case) -> bool:
   """Integer scores: the array path takes float64 scores, so it differs."""
-  return any(isinstance(p["score"], int)
-             for ps in case["prediction"].values() for p in ps)
+  return any(isinstance(p["score"], int) for ps in case["prediction"].values() for p in ps)
 
 
 def our_outputs(case, protocols, tables=False) -> dict:
@@ -198,30 +221,30 @@ def our_outputs(case, protocols, tables=False) -> dict:
   """
   out = {}
   gt, pred = case["groundtruth"], case["prediction"]
-  zs = scoring.zero_shot_triplets(
-      gt, {"train": [{"triplet": t} for t in case["train_triplets"]]})
-  splits = {"all": (gt, pred),
-            "zero_shot": scoring.zero_shot_split(gt, pred, zs, False),
-            "generalized_zero_shot": scoring.zero_shot_split(gt, pred, zs,
-                                                             True)}
+  zs = scoring.zero_shot_triplets(gt, {"train": [{"triplet": t} for t in case["train_triplets"]]})
+  splits = {
+    "all": (gt, pred),
+    "zero_shot": scoring.zero_shot_split(gt, pred, zs, False),
+    "generalized_zero_shot": scoring.zero_shot_split(gt, pred, zs, True),
+  }
   for protocol in protocols:
     for split, (g, p) in splits.items():
       try:
         if tables:
-          r = scoring.evaluate_tables(columns.RelationTable.from_dicts(g),
-                                      columns.RelationTable.from_dicts(p),
-                                      protocol)
+          r = scoring.evaluate_tables(
+            columns.RelationTable.from_dicts(g), columns.RelationTable.from_dicts(p), protocol
+          )
         else:
           r = scoring.evaluate(g, p, protocol)
       except scoring.ScoringError as e:
         out[f"{protocol}/{split}"] = {"status": "error", "message": str(e)}
         continue
-      entry = {"status": "ok", "lines": r.official_lines(),
-               "values": list(r.as_dict().values())}
+      entry = {"status": "ok", "lines": r.official_lines(), "values": list(r.as_dict().values())}
       if split == "all":
-        entry["video_ap"] = {vid: repr(ap) if protocol == "helper" else
-                             repr(round(float(ap), 4))
-                             for vid, ap in r.video_ap.items()}
+        entry["video_ap"] = {
+          vid: repr(ap) if protocol == "helper" else repr(round(float(ap), 4))
+          for vid, ap in r.video_ap.items()
+        }
       out[f"{protocol}/{split}"] = entry
   return out
 
@@ -234,9 +257,11 @@ def compare(official: dict, ours: dict) -> list[str]:
     if u is None:
       diffs.append(f"{key}: missing")
     elif o["status"] != u["status"]:
-      diffs.append(f"{key}: official {o['status']} "
-                   f"{o.get('error', '')} vs ours {u['status']} "
-                   f"{u.get('message', '')}")
+      diffs.append(
+        f"{key}: official {o['status']} "
+        f"{o.get('error', '')} vs ours {u['status']} "
+        f"{u.get('message', '')}"
+      )
     elif o["status"] == "ok":
       if o["lines"] != u["lines"]:
         diffs.append(f"{key}: printed {o['lines']} vs {u['lines']}")
@@ -251,8 +276,7 @@ def compare(official: dict, ours: dict) -> list[str]:
 def _fuzz_duration(rng):
   s = rng.randint(0, 6)
   e = s + rng.randint(-1, 6)
-  cast = lambda x: float(x) + rng.choice((0.0, 0.0, 0.5)) if (
-      rng.random() < 0.25) else x
+  cast = lambda x: float(x) + rng.choice((0.0, 0.0, 0.5)) if (rng.random() < 0.25) else x
   return [cast(s), cast(e)]
 
 
@@ -264,8 +288,11 @@ def viou_fuzz(common, rng, n) -> tuple[int, list[str]]:
   (ZeroDivisionError), inverted and float boxes. Equal: same exception, or
   the same float to the last bit.
   """
-  codes = {"TypeError": kernels.TYPE_ERROR, "IndexError": kernels.INDEX_ERROR,
-           "ZeroDivisionError": kernels.ZERO_DIVISION}
+  codes = {
+    "TypeError": kernels.TYPE_ERROR,
+    "IndexError": kernels.INDEX_ERROR,
+    "ZeroDivisionError": kernels.ZERO_DIVISION,
+  }
   equal, diffs = 0, []
   for i in range(n):
     style = rng.choice(("int", "float", "inverted", "zero"))
@@ -276,8 +303,7 @@ def viou_fuzz(common, rng, n) -> tuple[int, list[str]]:
       if style == "zero":
         trajs.append([[3, 3, 2, 2 + rng.randint(0, 1)]] * length)
       else:
-        trajs.append([_box(rng, style if style != "zero" else "int", 10)
-                      for _ in range(length)])
+        trajs.append([_box(rng, style if style != "zero" else "int", 10) for _ in range(length)])
     try:
       want = ("ok", repr(common.viou(trajs[0], d1, trajs[1], d2)))
     except Exception as e:  # pylint: disable=broad-except
@@ -285,30 +311,36 @@ def viou_fuzz(common, rng, n) -> tuple[int, list[str]]:
     store = columns.TrajectoryStore()
     (o1, n1), (o2, n2) = store.add(trajs[0]), store.add(trajs[1])
     v, status = kernels.pair_vious(
-        store.boxes(), [o1, o2], [n1, n2], [0], [1], [d1], [d2],
-        [columns.duration_flags(*d1)], [columns.duration_flags(*d2)])
-    got = (("ok", repr(float(v[0]))) if status[0] == kernels.OK
-           else ("error", int(status[0])))
+      store.boxes(),
+      [o1, o2],
+      [n1, n2],
+      [0],
+      [1],
+      [d1],
+      [d2],
+      [columns.duration_flags(*d1)],
+      [columns.duration_flags(*d2)],
+    )
+    got = ("ok", repr(float(v[0]))) if status[0] == kernels.OK else ("error", int(status[0]))
     if got == want:
       equal += 1
     else:
-      diffs.append(f"viou pair {i}: {d1} {d2} {trajs}: official {want}, "
-                   f"ours {got}")
+      diffs.append(f"viou pair {i}: {d1} {d2} {trajs}: official {want}, ours {got}")
   return equal, diffs
 
 
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  ap.add_argument("--official", required=True,
-                  help="checkout of xdshang/VidVRD-helper (helper protocol)")
-  ap.add_argument("--official-vru20",
-                  help="checkout of NExTplusplus/VidVRD-helper (vru20)")
+  ap.add_argument(
+    "--official", required=True, help="checkout of xdshang/VidVRD-helper (helper protocol)"
+  )
+  ap.add_argument("--official-vru20", help="checkout of NExTplusplus/VidVRD-helper (vru20)")
   ap.add_argument("--cases", type=int, default=300)
   ap.add_argument("--seed", type=int, default=0)
-  ap.add_argument("--viou-pairs", type=int, default=20000,
-                  help="random pairs for the direct vIoU comparison")
-  ap.add_argument("--record", help="write cases + official outputs here "
-                  "(.json.xz)")
+  ap.add_argument(
+    "--viou-pairs", type=int, default=20000, help="random pairs for the direct vIoU comparison"
+  )
+  ap.add_argument("--record", help="write cases + official outputs here (.json.xz)")
   args = ap.parse_args(argv)
   mods = {"helper": vrd_official.load(args.official, "helper")}
   if args.official_vru20:
@@ -335,28 +367,31 @@ def main(argv=None):
       equal += 1
     records.append({"case": case, "official": off})
   evals = args.cases * len(mods) * 3
-  print(f"{equal}/{args.cases} cases equal ({evals} evaluations: protocols "
-        f"{sorted(mods)} x all / zero-shot / generalized zero-shot, plus "
-        f"per-video AP); {refused} cases where the official code raises in at "
-        "least one evaluation")
-  print(f"array path (evaluate_tables): {tab_equal}/{tab_cases} cases equal "
-        "(the cases without integer scores)")
+  print(
+    f"{equal}/{args.cases} cases equal ({evals} evaluations: protocols "
+    f"{sorted(mods)} x all / zero-shot / generalized zero-shot, plus "
+    f"per-video AP); {refused} cases where the official code raises in at "
+    "least one evaluation"
+  )
+  print(
+    f"array path (evaluate_tables): {tab_equal}/{tab_cases} cases equal "
+    "(the cases without integer scores)"
+  )
   common = vrd_official.load_common(args.official)
-  v_equal, v_diffs = viou_fuzz(common, random.Random(args.seed + 1),
-                               args.viou_pairs)
+  v_equal, v_diffs = viou_fuzz(common, random.Random(args.seed + 1), args.viou_pairs)
   for d in v_diffs[:20]:
     print("   ", d[:500])
-  print(f"vIoU: {v_equal}/{args.viou_pairs} random pairs equal to the "
-        "official common.viou (value bits or the same exception)")
+  print(
+    f"vIoU: {v_equal}/{args.viou_pairs} random pairs equal to the "
+    "official common.viou (value bits or the same exception)"
+  )
   if args.record:
     tmp = args.record + ".tmp"
     with lzma.open(tmp, "wt", preset=9) as f:
-      json.dump({"seed": args.seed, "cases": records}, f,
-                separators=(",", ":"))
+      json.dump({"seed": args.seed, "cases": records}, f, separators=(",", ":"))
     os.replace(tmp, args.record)
     print(f"wrote {args.record}")
-  ok = (equal == args.cases and tab_equal == tab_cases
-        and v_equal == args.viou_pairs)
+  ok = equal == args.cases and tab_equal == tab_cases and v_equal == args.viou_pairs
   return 0 if ok else 1
 
 

@@ -16,8 +16,7 @@ import os
 import sys
 import types
 
-MODULES = {"helper": "visual_relation_detection",
-           "vru20": "video_relation_detection"}
+MODULES = {"helper": "visual_relation_detection", "vru20": "video_relation_detection"}
 
 
 def load(checkout: str, protocol: str):
@@ -26,9 +25,9 @@ def load(checkout: str, protocol: str):
   folder = os.path.join(checkout, "evaluation")
   if not os.path.exists(os.path.join(folder, module + ".py")):
     raise FileNotFoundError(
-        f"{folder}/{module}.py not found: --official must be a checkout of "
-        + ("xdshang/VidVRD-helper" if protocol == "helper"
-           else "NExTplusplus/VidVRD-helper"))
+      f"{folder}/{module}.py not found: --official must be a checkout of "
+      + ("xdshang/VidVRD-helper" if protocol == "helper" else "NExTplusplus/VidVRD-helper")
+    )
   name = f"_official_vrd_{protocol}"
   if name not in sys.modules:
     pkg = types.ModuleType(name)
@@ -65,12 +64,12 @@ def printed_lines(res):
   """The six lines the official code prints for `res`."""
   mean_ap, rec, prec = res
   return [
-      f"detection mean AP (used in challenge): {mean_ap}",
-      f"detection recall@50: {rec[50]}",
-      f"detection recall@100: {rec[100]}",
-      f"tagging precision@1: {prec[1]}",
-      f"tagging precision@5: {prec[5]}",
-      f"tagging precision@10: {prec[10]}",
+    f"detection mean AP (used in challenge): {mean_ap}",
+    f"detection recall@50: {rec[50]}",
+    f"detection recall@100: {rec[100]}",
+    f"tagging precision@1: {prec[1]}",
+    f"tagging precision@5: {prec[5]}",
+    f"tagging precision@10: {prec[10]}",
   ]
 
 
@@ -89,6 +88,5 @@ def zero_shot_inputs(groundtruth, prediction, zs_triplets, generalized):
       if generalized:
         pred[vid] = prediction.get(vid, [])
       else:
-        pred[vid] = [r for r in prediction.get(vid, [])
-                     if tuple(r["triplet"]) in zs_triplets]
+        pred[vid] = [r for r in prediction.get(vid, []) if tuple(r["triplet"]) in zs_triplets]
   return gt, pred

@@ -5,8 +5,19 @@ import path while it loads a config).
 """
 
 
-def trainer(c, *, total_steps, lr, warmup_steps, decay, weight_decay, clip_norm,
-            checkpoint_every, log_every, keep_checkpoints=2):
+def trainer(
+  c,
+  *,
+  total_steps,
+  lr,
+  warmup_steps,
+  decay,
+  weight_decay,
+  clip_norm,
+  checkpoint_every,
+  log_every,
+  keep_checkpoints=2,
+):
   """Sets the fields the trainer reads on ConfigDict `c` (steps, lr in optimizer units).
 
   The mesh is data-parallel over every device with an `fsdp` axis of 1; raise `fsdp` (e.g.

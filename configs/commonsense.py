@@ -33,22 +33,29 @@ import ml_collections
 
 from relations.train import config_util
 
-INPUTS = ("place", "event", "event_place", "image", "image_place",
-          "image_event", "image_event_place")
+INPUTS = (
+  "place",
+  "event",
+  "event_place",
+  "image",
+  "image_place",
+  "image_event",
+  "image_event_place",
+)
 
 # The rows of the paper's Table 2 (modality, PG, EP loss, text given at test).
 TABLE2 = (
-    "inputs=place,pg=false",
-    "inputs=event,pg=false",
-    "inputs=event_place,pg=false",
-    "inputs=image_place,pg=false",
-    "inputs=image_event,pg=false",
-    "inputs=image_event_place,pg=false",
-    "inputs=image_event_place,pg=true",
-    "inputs=image_event_place,pg=true,ep=true",
-    "inputs=image,pg=true",
-    "inputs=image_event_place,pg=true,text_given=false",
-    "inputs=image_event_place,pg=true,ep=true,text_given=false",
+  "inputs=place,pg=false",
+  "inputs=event,pg=false",
+  "inputs=event_place,pg=false",
+  "inputs=image_place,pg=false",
+  "inputs=image_event,pg=false",
+  "inputs=image_event_place,pg=false",
+  "inputs=image_event_place,pg=true",
+  "inputs=image_event_place,pg=true,ep=true",
+  "inputs=image,pg=true",
+  "inputs=image_event_place,pg=true,text_given=false",
+  "inputs=image_event_place,pg=true,ep=true,text_given=false",
 )
 
 
@@ -58,84 +65,115 @@ def get_hyper(variant="tiny"):
 
 
 def get_config(arg=None):
-  arg = config_util.parse_arg(arg, variant="small", inputs="image_event_place",
-                              pg=True, ep=False, text_given=True,
-                              visual="features", faithful=False)
+  arg = config_util.parse_arg(
+    arg,
+    variant="small",
+    inputs="image_event_place",
+    pg=True,
+    ep=False,
+    text_given=True,
+    visual="features",
+    faithful=False,
+  )
   if arg.inputs not in INPUTS:
-    raise ValueError(f"Config arg 'inputs': unknown {arg.inputs!r} "
-                     f"({', '.join(INPUTS)})")
+    raise ValueError(f"Config arg 'inputs': unknown {arg.inputs!r} ({', '.join(INPUTS)})")
   if arg.visual not in ("features", "vit"):
-    raise ValueError(f"Config arg 'visual': unknown {arg.visual!r} "
-                     "(features, vit)")
+    raise ValueError(f"Config arg 'visual': unknown {arg.visual!r} (features, vit)")
   if arg.variant not in ("tiny", "small", "medium", "large", "xl"):  # gpt2.SIZES
-    raise ValueError(f"Config arg 'variant': unknown {arg.variant!r} "
-                     "(tiny, small, medium, large, xl)")
+    raise ValueError(
+      f"Config arg 'variant': unknown {arg.variant!r} (tiny, small, medium, large, xl)"
+    )
   tiny = arg.variant == "tiny"
   c = ml_collections.ConfigDict()
   c.task = "commonsense"
   c.seed = 42
   c.data = dict(
-      data_dir="/tmp/tfds_relations",   # TFDS data_dir
-      manual_dir="",                    # official release (records.py)
-      tokenizer_dir="",                 # vocab.json+merges.txt; "" = manual_dir/tokenizer
-      train_split="train",
-      image_size=224,                   # ViT input (visual=vit)
+    data_dir="/tmp/tfds_relations",  # TFDS data_dir
+    manual_dir="",  # official release (records.py)
+    tokenizer_dir="",  # vocab.json+merges.txt; "" = manual_dir/tokenizer
+    train_split="train",
+    image_size=224,  # ViT input (visual=vit)
   )
   parts = arg.inputs.split("_")
-  c.inputs = dict(image="image" in parts, event="event" in parts,
-                  place="place" in parts)
+  c.inputs = dict(image="image" in parts, event="event" in parts, place="place" in parts)
   # The official layout.
-  c.layout = dict(num_max_boxes=15, max_event=39, max_place=22,
-                  max_inference=23, max_seq_len=128)
+  c.layout = dict(num_max_boxes=15, max_event=39, max_place=22, max_inference=23, max_seq_len=128)
   c.model = dict(
-      lm_variant="tiny" if tiny else arg.variant,
-      lm=dict(vocab_size=0, dropout=0.1),   # 0 = the tokenizer's size
-      visual=arg.visual,
-      vit=dict(variant="B/16", posemb_grid=(14, 14)),
-      roi_samples=4,
-      person_grounding=arg.pg,
-      subject_ids=True,
-      attention_mask=not arg.faithful,
-      visual_dropout=0.1,
-      slot_scale_init=1.0,               # official LayerNorm init
-      init_from="",                      # HF GPT-2 model.safetensors
+    lm_variant="tiny" if tiny else arg.variant,
+    lm=dict(vocab_size=0, dropout=0.1),  # 0 = the tokenizer's size
+    visual=arg.visual,
+    vit=dict(variant="B/16", posemb_grid=(14, 14)),
+    roi_samples=4,
+    person_grounding=arg.pg,
+    subject_ids=True,
+    attention_mask=not arg.faithful,
+    visual_dropout=0.1,
+    slot_scale_init=1.0,  # official LayerNorm init
+    init_from="",  # HF GPT-2 model.safetensors
   )
   c.loss = dict(mode="all" if arg.ep else "inference")
   # num_workers: grain worker processes (features: ~1,000 examples/s per v4
   # chip, several thousand per core; visual=vit decodes a JPEG per example).
-  c.input = dict(batch_size=64, num_threads=2,
-                 num_workers=1 if arg.visual == "features" else 4)
+  c.input = dict(batch_size=64, num_threads=2, num_workers=1 if arg.visual == "features" else 4)
   # Official: AdamW lr 5e-5, eps 1e-8, no weight decay, linear decay to 0,
   # no warm-up, clip 1.0; 5 epochs at batch 64 (~80k steps).
-  common.trainer(c, total_steps=80_000, lr=5e-5, warmup_steps=0, decay="linear",
-                 weight_decay=0.0, clip_norm=1.0, checkpoint_every=10_000, log_every=100)
+  common.trainer(
+    c,
+    total_steps=80_000,
+    lr=5e-5,
+    warmup_steps=0,
+    decay="linear",
+    weight_decay=0.0,
+    clip_norm=1.0,
+    checkpoint_every=10_000,
+    log_every=100,
+  )
   c.evals = ml_collections.ConfigDict()
   c.evals.val = dict(
-      type="commonsense", every_steps=0, split="val",
-      text_given=arg.text_given,
-      method="sample", num_samples=5, top_p=0.9, top_k=0, temperature=1.0,
-      max_new_tokens=20, batch_size=32,
-      length_penalty=1.0, early_stopping=False,  # method="beam" only (HF conventions)
-      max_records=0,                     # 0 = all (event, relation) pairs
-      meteor=True, meteor_workers=0,     # 0 = one METEOR process per core
-      acc50=True, acc50_seed=0, acc50_candidates="",  # "" = seeded, saved
-      acc50_batch_size=4,                # queries (x 50 candidates) per call
-      acc50_max_queries=0,               # 0 = all; >0 = first N (quick)
+    type="commonsense",
+    every_steps=0,
+    split="val",
+    text_given=arg.text_given,
+    method="sample",
+    num_samples=5,
+    top_p=0.9,
+    top_k=0,
+    temperature=1.0,
+    max_new_tokens=20,
+    batch_size=32,
+    length_penalty=1.0,
+    early_stopping=False,  # method="beam" only (HF conventions)
+    max_records=0,  # 0 = all (event, relation) pairs
+    meteor=True,
+    meteor_workers=0,  # 0 = one METEOR process per core
+    acc50=True,
+    acc50_seed=0,
+    acc50_candidates="",  # "" = seeded, saved
+    acc50_batch_size=4,  # queries (x 50 candidates) per call
+    acc50_max_queries=0,  # 0 = all; >0 = first N (quick)
   )
   if tiny:
     c.data.data_dir = "/tmp/tfds_relations_tiny"
     c.data.image_size = 64
-    c.layout = dict(num_max_boxes=8, max_event=10, max_place=7,
-                    max_inference=12, max_seq_len=40)
+    c.layout = dict(num_max_boxes=8, max_event=10, max_place=7, max_inference=12, max_seq_len=40)
     c.model.lm = dict(vocab_size=0, dropout=0.1, max_len=64)
     # From scratch, token embeddings are N(0, 0.02): start slots at that
     # scale so the <|detN|> grounding added to them is not drowned.
     c.model.slot_scale_init = 0.02
-    c.model.vit = dict(width=64, depth=2, mlp_dim=128, num_heads=2,
-                       patch_size=8, posemb_grid=(8, 8))
+    c.model.vit = dict(
+      width=64, depth=2, mlp_dim=128, num_heads=2, patch_size=8, posemb_grid=(8, 8)
+    )
     c.input = dict(batch_size=32, num_threads=2)
-    common.trainer(c, total_steps=300, lr=2e-3, warmup_steps=20, decay="linear",
-                   weight_decay=0.0, clip_norm=1.0, checkpoint_every=300, log_every=50)
-    c.evals.val.update(max_new_tokens=12, batch_size=64,
-                       acc50_batch_size=16)
+    common.trainer(
+      c,
+      total_steps=300,
+      lr=2e-3,
+      warmup_steps=20,
+      decay="linear",
+      weight_decay=0.0,
+      clip_norm=1.0,
+      checkpoint_every=300,
+      log_every=50,
+    )
+    c.evals.val.update(max_new_tokens=12, batch_size=64, acc50_batch_size=16)
   return c

@@ -35,95 +35,135 @@ from relations.train import config_util
 
 
 def get_config(arg=None):
-  arg = config_util.parse_arg(arg, variant="B/16", dataset="realoob",
-                              orient=True, loss="attention",
-                              orient_loss="cosine", hires=True, patch=0,
-                              offline_16x=False, tiny=False, backbone="auto")
+  arg = config_util.parse_arg(
+    arg,
+    variant="B/16",
+    dataset="realoob",
+    orient=True,
+    loss="attention",
+    orient_loss="cosine",
+    hires=True,
+    patch=0,
+    offline_16x=False,
+    tiny=False,
+    backbone="auto",
+  )
   tiny = arg.tiny or arg.variant == "tiny"
   if not tiny:  # an unknown variant fails here, not after the dataset build
     from relations.nn import vit  # pylint: disable=g-import-not-at-top
+
     vit.decode_variant(arg.variant)
   if arg.dataset not in ("realoob", "piod", "bsds_ownership"):
-    raise ValueError(f"Config arg 'dataset': unknown {arg.dataset!r} "
-                     "(realoob, piod, bsds_ownership)")
+    raise ValueError(
+      f"Config arg 'dataset': unknown {arg.dataset!r} (realoob, piod, bsds_ownership)"
+    )
   c = ml_collections.ConfigDict()
   c.task = "occlusion"
   c.seed = 0
   c.data = dict(
-      data_dir="/tmp/tfds_relations",   # TFDS data_dir
-      manual_dir="",                    # dataset root (see builder docstring)
-      builder_config=arg.dataset,
-      train_split="train",
-      offline_16x=arg.offline_16x,
+    data_dir="/tmp/tfds_relations",  # TFDS data_dir
+    manual_dir="",  # dataset root (see builder docstring)
+    builder_config=arg.dataset,
+    train_split="train",
+    offline_16x=arg.offline_16x,
   )
   c.input = dict(
-      batch_size=8,                     # the paper's unified protocol
-      crop_size=(320, 320),
-      scale_range=(0.75, 1.25),
-      flips=True,
-      rotations=True,
-      photometric=1.0,
-      num_threads=2,
-      # grain worker processes: ~310 crops/s per TPU v4 chip at ~100/s per
-      # core (bench/input_pipeline.py).
-      num_workers=8,
+    batch_size=8,  # the paper's unified protocol
+    crop_size=(320, 320),
+    scale_range=(0.75, 1.25),
+    flips=True,
+    rotations=True,
+    photometric=1.0,
+    num_threads=2,
+    # grain worker processes: ~310 crops/s per TPU v4 chip at ~100/s per
+    # core (bench/input_pipeline.py).
+    num_workers=8,
   )
   c.model = dict(
-      vit_variant=arg.variant,
-      vit=dict(posemb_grid=(20, 20)),
-      head_dim=256,
-      fuse_dim=64,
-      hires=arg.hires,
-      hires_channels=32,
-      orientation=arg.orient,
-      backbone="",                      # a vit_import.BACKBONES name (set below)
-      init_from="",                     # its local checkpoint path (.npz or HF dir)
+    vit_variant=arg.variant,
+    vit=dict(posemb_grid=(20, 20)),
+    head_dim=256,
+    fuse_dim=64,
+    hires=arg.hires,
+    hires_channels=32,
+    orientation=arg.orient,
+    backbone="",  # a vit_import.BACKBONES name (set below)
+    init_from="",  # its local checkpoint path (.npz or HF dir)
   )
-  c.loss = dict(boundary=arg.loss, beta=4.0, gamma=0.5,
-                orientation=arg.orient_loss, w_orientation=1.0)
+  c.loss = dict(
+    boundary=arg.loss, beta=4.0, gamma=0.5, orientation=arg.orient_loss, w_orientation=1.0
+  )
   # 50k steps: the paper's unified protocol.
-  common.trainer(c, total_steps=50_000, lr=1e-4, warmup_steps=1_000, decay="cosine",
-                 weight_decay=0.05, clip_norm=1.0, checkpoint_every=2_000, log_every=50)
+  common.trainer(
+    c,
+    total_steps=50_000,
+    lr=1e-4,
+    warmup_steps=1_000,
+    decay="cosine",
+    weight_decay=0.05,
+    clip_norm=1.0,
+    checkpoint_every=2_000,
+    log_every=50,
+  )
   realoob = arg.dataset == "realoob"
   c.evals = ml_collections.ConfigDict()
   # RealOOB: 2-px border exclusion and validity-aware O-metrics; PIOD / BSDS:
   # the doobscripts protocol as published (no border, `_poc`).  matcher:
   # "exact" (fast, deterministic) or "bsds" (the published tables' matcher;
   # needs the `bsds` extra; bsds_seed 0 = clock-seeded).
-  c.evals.test = dict(type="occlusion", every_steps=10_000,
-                      split="test", max_images=0, protocol="doob",
-                      valid_only=realoob, border=2 if realoob else 0,
-                      nthresh=99, num_workers=0, matcher="exact",
-                      bsds_seed=0,
-                      batch_size=1)  # images per process and call (>= 1 per device)
+  c.evals.test = dict(
+    type="occlusion",
+    every_steps=10_000,
+    split="test",
+    max_images=0,
+    protocol="doob",
+    valid_only=realoob,
+    border=2 if realoob else 0,
+    nthresh=99,
+    num_workers=0,
+    matcher="exact",
+    bsds_seed=0,
+    batch_size=1,
+  )  # images per process and call (>= 1 per device)
   c.demo = dict(num_train=0, num_test=0, num_hard_negatives=0, size=(64, 64))
 
   if tiny:
     c.data.data_dir = "/tmp/tfds_relations_tiny"
     # 96 x 96 images: maxDist = 0.0075 * diagonal = 1.02 px, the smallest
     # size at which the standard tolerance admits a 1-px offset.
-    c.input.update(batch_size=16, crop_size=(96, 96), scale_range=(1.0, 1.0),
-                   num_threads=2, num_workers=0)
+    c.input.update(
+      batch_size=16, crop_size=(96, 96), scale_range=(1.0, 1.0), num_threads=2, num_workers=0
+    )
     c.model.vit_variant = ""
-    c.model.vit = dict(width=64, depth=2, mlp_dim=128, num_heads=2,
-                       patch_size=8, posemb_grid=(12, 12))
+    c.model.vit = dict(
+      width=64, depth=2, mlp_dim=128, num_heads=2, patch_size=8, posemb_grid=(12, 12)
+    )
     c.model.update(head_dim=32, fuse_dim=16, hires_channels=8)
-    common.trainer(c, total_steps=300, lr=2e-3, warmup_steps=20, decay="cosine",
-                   weight_decay=1e-4, clip_norm=1.0, checkpoint_every=300, log_every=50)
+    common.trainer(
+      c,
+      total_steps=300,
+      lr=2e-3,
+      warmup_steps=20,
+      decay="cosine",
+      weight_decay=1e-4,
+      clip_norm=1.0,
+      checkpoint_every=300,
+      log_every=50,
+    )
     c.evals.test.update(every_steps=0, num_workers=2)
-    c.demo = dict(num_train=192, num_test=24, num_hard_negatives=16,
-                  size=(96, 96))
+    c.demo = dict(num_train=192, num_test=24, num_hard_negatives=16, size=(96, 96))
   backbone = arg.backbone
   if backbone == "auto":
     backbone = "augreg_b16" if arg.variant == "B/16" and not tiny else "none"
   if backbone != "none":
     if backbone not in vit_import.BACKBONES:
-      raise ValueError(f"Config arg 'backbone': unknown {backbone!r} "
-                       f"({', '.join(vit_import.BACKBONES)}, none)")
+      raise ValueError(
+        f"Config arg 'backbone': unknown {backbone!r} ({', '.join(vit_import.BACKBONES)}, none)"
+      )
     vit_kw = dict(vit_import.BACKBONES[backbone]["vit"])
     c.model.vit_variant = vit_kw.pop("variant")
     patch = vit_import.vit.decode_variant(c.model.vit_variant)["patch_size"]
-    if patch == 14:                   # crops must be a multiple of the patch
+    if patch == 14:  # crops must be a multiple of the patch
       c.input.crop_size = (322, 322)
     c.model.vit = dict(posemb_grid=tuple(s // patch for s in c.input.crop_size), **vit_kw)
     c.model.backbone = backbone

@@ -44,10 +44,21 @@ from relations.train import config_util
 
 
 def get_config(arg=None):
-  arg = config_util.parse_arg(arg, tiny=False, paper=False, dataset="vidor",
-                              tracks="both", motion=True, seg_len=0,
-                              seg_stride=0, assoc=0.5, queries=0, steps=0,
-                              refine=-1, backbone="auto")
+  arg = config_util.parse_arg(
+    arg,
+    tiny=False,
+    paper=False,
+    dataset="vidor",
+    tracks="both",
+    motion=True,
+    seg_len=0,
+    seg_stride=0,
+    assoc=0.5,
+    queries=0,
+    steps=0,
+    refine=-1,
+    backbone="auto",
+  )
   c = ml_collections.ConfigDict()
   c.task = "video_relations"
   c.seed = 0
@@ -57,105 +68,164 @@ def get_config(arg=None):
   elif arg.dataset == "vidvrd":
     num_classes, num_predicates = 35, 132
   else:
-    raise ValueError(f"Config arg 'dataset': unknown {arg.dataset!r} "
-                     "(vidor, vidvrd)")
+    raise ValueError(f"Config arg 'dataset': unknown {arg.dataset!r} (vidor, vidvrd)")
 
   c.data = dict(
-      data_dir="/tmp/tfds_relations",     # TFDS data_dir
-      manual_dir="",                      # release root (official layout)
-      builder_config="fps2_short224",
-      train_split="train",
+    data_dir="/tmp/tfds_relations",  # TFDS data_dir
+    manual_dir="",  # release root (official layout)
+    builder_config="fps2_short224",
+    train_split="train",
   )
   c.input = dict(
-      batch_size=32,
-      image_size=(224, 224),   # (H, W) frames fed to the ViT (resized)
-      clip_frames=16,          # sampled frames per training clip (>= segment)
-      clip_stride=1,           # take every n-th sampled frame of the segment
-      max_objects=16,          # object slots per clip (detection targets)
-      max_pairs=64,            # trajectory pairs per clip
-      box_jitter=0.05,         # relative jitter of GT boxes for the relation head
-      flip_prob=0.5 if arg.dataset == "vidor" else 0.0,   # VidVRD has left/right
-      num_threads=2,
-      # grain worker processes: ~800 clips/s per v4-32 host at ~250/s per
-      # core (bench/input_pipeline.py).
-      num_workers=8,
+    batch_size=32,
+    image_size=(224, 224),  # (H, W) frames fed to the ViT (resized)
+    clip_frames=16,  # sampled frames per training clip (>= segment)
+    clip_stride=1,  # take every n-th sampled frame of the segment
+    max_objects=16,  # object slots per clip (detection targets)
+    max_pairs=64,  # trajectory pairs per clip
+    box_jitter=0.05,  # relative jitter of GT boxes for the relation head
+    flip_prob=0.5 if arg.dataset == "vidor" else 0.0,  # VidVRD has left/right
+    num_threads=2,
+    # grain worker processes: ~800 clips/s per v4-32 host at ~250/s per
+    # core (bench/input_pipeline.py).
+    num_workers=8,
   )
   c.model = dict(
-      vit_variant="B/16",
-      vit=dict(posemb_grid=(14, 14)),
-      num_queries=arg.queries or 32,
-      det_layers=3,
-      det_heads=8,
-      det_mlp_dim=2048,
-      emb_dim=64,
-      rel_hidden=512,
-      roi_size=3,
-      roi_samples=2,
-      use_motion=arg.motion,
-      refine_size=0,          # pixel box refinement crop (0 = off)
-      refine_iters=1,         # refinement iterations (separate weights)
-      backbone="",            # a vit_import.BACKBONES name (set below)
-      init_from="",           # its local checkpoint path (.npz or HF dir)
+    vit_variant="B/16",
+    vit=dict(posemb_grid=(14, 14)),
+    num_queries=arg.queries or 32,
+    det_layers=3,
+    det_heads=8,
+    det_mlp_dim=2048,
+    emb_dim=64,
+    rel_hidden=512,
+    roi_size=3,
+    roi_samples=2,
+    use_motion=arg.motion,
+    refine_size=0,  # pixel box refinement crop (0 = off)
+    refine_iters=1,  # refinement iterations (separate weights)
+    backbone="",  # a vit_import.BACKBONES name (set below)
+    init_from="",  # its local checkpoint path (.npz or HF dir)
   )
-  c.loss = dict(eos_coef=0.1, w_class=1.0, w_l1=5.0, w_giou=2.0,
-                det=1.0, aux=1.0, emb=0.5, rel=2.0, focal_gamma=0.0)
+  c.loss = dict(
+    eos_coef=0.1,
+    w_class=1.0,
+    w_l1=5.0,
+    w_giou=2.0,
+    det=1.0,
+    aux=1.0,
+    emb=0.5,
+    rel=2.0,
+    focal_gamma=0.0,
+  )
   c.video = dict(
-      tracks=arg.tracks,
-      segment_length=30,
-      segment_stride=15,
-      segment_trim=0,       # native frames a segment prediction drops per end
-      # After association: drop chained predictions at either end scoring
-      # below trim_ratio x the relation's best (0 = off), then cut
-      # extent_shrink native frames from both ends. Tuned on synthetic
-      # training videos only (tiny); not yet measured on VidOR.
-      trim_ratio=0.0,
-      extent_shrink=0,
-      box_smoothing=0.5,    # neighbour weight smoothing detected track boxes
-      association_threshold=arg.assoc,
-      topk_per_segment=100,
-      predicates_per_pair=5,
-      # Segment predictions below this score do not enter the association:
-      # low-probability predicates would chain segments into over-long
-      # relations (GT-mode mAP 0.34 at 1e-4 vs 0.55 at 0.1 on synthetic val).
-      min_score=0.1,
-      protocol="vru20",
-      frame_batch=32,
-      pair_batch=256,
-      # Thresholds of relations/video_relations/tracking.py (module docstring); chosen
-      # on the synthetic validation split (MOTA), see relations/video_relations/README.md.
-      tracker=dict(det_threshold=0.4, birth_threshold=0.5, nms_iou=0.3,
-                   w_app=0.5, w_iou=0.5, match_threshold=0.3, iou_gate=0.1,
-                   app_gate=0.7, max_misses=2, min_length=2, ema=0.7),
+    tracks=arg.tracks,
+    segment_length=30,
+    segment_stride=15,
+    segment_trim=0,  # native frames a segment prediction drops per end
+    # After association: drop chained predictions at either end scoring
+    # below trim_ratio x the relation's best (0 = off), then cut
+    # extent_shrink native frames from both ends. Tuned on synthetic
+    # training videos only (tiny); not yet measured on VidOR.
+    trim_ratio=0.0,
+    extent_shrink=0,
+    box_smoothing=0.5,  # neighbour weight smoothing detected track boxes
+    association_threshold=arg.assoc,
+    topk_per_segment=100,
+    predicates_per_pair=5,
+    # Segment predictions below this score do not enter the association:
+    # low-probability predicates would chain segments into over-long
+    # relations (GT-mode mAP 0.34 at 1e-4 vs 0.55 at 0.1 on synthetic val).
+    min_score=0.1,
+    protocol="vru20",
+    frame_batch=32,
+    pair_batch=256,
+    # Thresholds of relations/video_relations/tracking.py (module docstring); chosen
+    # on the synthetic validation split (MOTA), see relations/video_relations/README.md.
+    tracker=dict(
+      det_threshold=0.4,
+      birth_threshold=0.5,
+      nms_iou=0.3,
+      w_app=0.5,
+      w_iou=0.5,
+      match_threshold=0.3,
+      iou_gate=0.1,
+      app_gate=0.7,
+      max_misses=2,
+      min_length=2,
+      ema=0.7,
+    ),
   )
-  common.trainer(c, total_steps=60_000, lr=1e-4, warmup_steps=2_000, decay="cosine",
-                 weight_decay=1e-4, clip_norm=0.1, checkpoint_every=2_000, log_every=50)
+  common.trainer(
+    c,
+    total_steps=60_000,
+    lr=1e-4,
+    warmup_steps=2_000,
+    decay="cosine",
+    weight_decay=1e-4,
+    clip_norm=0.1,
+    checkpoint_every=2_000,
+    log_every=50,
+  )
   c.evals = ml_collections.ConfigDict()
-  c.evals.val = dict(type="video_relations", every_steps=10_000,
-                     split="validation", groundtruth="", max_videos=0,
-                     prior=False, gifs=0)
+  c.evals.val = dict(
+    type="video_relations",
+    every_steps=10_000,
+    split="validation",
+    groundtruth="",
+    max_videos=0,
+    prior=False,
+    gifs=0,
+  )
   if arg.dataset == "vidvrd":
-    c.evals.val.split = "test"      # ImageNet-VidVRD has train / test only
+    c.evals.val.split = "test"  # ImageNet-VidVRD has train / test only
   c.model.num_classes = num_classes
   c.model.num_predicates = num_predicates
 
   if arg.tiny:
     c.data.data_dir = "/tmp/tfds_relations_tiny"
     c.data.builder_config = "fps6_short96"
-    c.input.update(batch_size=8, image_size=(96, 128), clip_frames=4,
-                   clip_stride=1,
-                   max_objects=6, max_pairs=24, box_jitter=0.03, num_threads=2,
-                   num_workers=0)
+    c.input.update(
+      batch_size=8,
+      image_size=(96, 128),
+      clip_frames=4,
+      clip_stride=1,
+      max_objects=6,
+      max_pairs=24,
+      box_jitter=0.03,
+      num_threads=2,
+      num_workers=0,
+    )
     c.model.vit_variant = ""
     # Patch 8: objects are ~17 px; a 16 px grid localises them too coarsely
     # (AP50 0.25 vs 0.35 after ~500 steps).
-    c.model.vit = dict(width=64, depth=2, mlp_dim=128, num_heads=2,
-                       patch_size=8, posemb_grid=(12, 16))
-    c.model.update(num_queries=arg.queries or 16, det_layers=2, det_heads=2,
-                   det_mlp_dim=128, emb_dim=32, rel_hidden=96, roi_size=2,
-                   roi_samples=1, refine_size=16, refine_iters=2)
+    c.model.vit = dict(
+      width=64, depth=2, mlp_dim=128, num_heads=2, patch_size=8, posemb_grid=(12, 16)
+    )
+    c.model.update(
+      num_queries=arg.queries or 16,
+      det_layers=2,
+      det_heads=2,
+      det_mlp_dim=128,
+      emb_dim=32,
+      rel_hidden=96,
+      roi_size=2,
+      roi_samples=1,
+      refine_size=16,
+      refine_iters=2,
+    )
     c.video.update(frame_batch=16, pair_batch=128)
-    common.trainer(c, total_steps=800, lr=2e-3, warmup_steps=30, decay="cosine",
-                   weight_decay=1e-4, clip_norm=1.0, checkpoint_every=400, log_every=50)
+    common.trainer(
+      c,
+      total_steps=800,
+      lr=2e-3,
+      warmup_steps=30,
+      decay="cosine",
+      weight_decay=1e-4,
+      clip_norm=1.0,
+      checkpoint_every=400,
+      log_every=50,
+    )
     c.evals.val.update(every_steps=0, prior=True, gifs=2)
     # Relations here last 9-17 frames: short segments, each claiming its
     # central 6 frames (synthetic val, GT tracks: mAP 0.56 -> 0.67 with trim).
@@ -174,15 +244,15 @@ def get_config(arg=None):
     # before; the fix is the builder's rate, not the clip length, so the step
     # cost stays 61.7 TFLOP and every frame of it is real.
     c.data.builder_config = "fps4_short224"
-    c.input.update(batch_size=128, clip_frames=4, max_objects=16,
-                   max_pairs=64)
+    c.input.update(batch_size=128, clip_frames=4, max_objects=16, max_pairs=64)
   backbone = arg.backbone
   if backbone == "auto":
     backbone = "none" if arg.tiny else "augreg_b16"
   if backbone != "none":
     if backbone not in vit_import.BACKBONES:
-      raise ValueError(f"Config arg 'backbone': unknown {backbone!r} "
-                       f"({', '.join(vit_import.BACKBONES)}, none)")
+      raise ValueError(
+        f"Config arg 'backbone': unknown {backbone!r} ({', '.join(vit_import.BACKBONES)}, none)"
+      )
     vit_kw = dict(vit_import.BACKBONES[backbone]["vit"])
     c.model.vit_variant = vit_kw.pop("variant")
     patch = vit_import.vit.decode_variant(c.model.vit_variant)["patch_size"]

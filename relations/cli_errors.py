@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 DEBUG_ENV = "RELATIONS_DEBUG"
-EXIT_INPUT = 2     # unusable arguments or input
-EXIT_REFUSED = 1   # a submission read and refused (format errors, unscorable)
+EXIT_INPUT = 2  # unusable arguments or input
+EXIT_REFUSED = 1  # a submission read and refused (format errors, unscorable)
 
 
 class InputError(Exception):
@@ -40,8 +40,14 @@ class InputError(Exception):
     status: the exit status (2: unusable input, 1: submission refused).
   """
 
-  def __init__(self, message: str, file: Any = None, record: Any = None, field: Any = None,
-               status: int = EXIT_INPUT):
+  def __init__(
+    self,
+    message: str,
+    file: Any = None,
+    record: Any = None,
+    field: Any = None,
+    status: int = EXIT_INPUT,
+  ):
     super().__init__(message)
     self.message, self.file, self.record, self.field = message, file, record, field
     self.status = status
@@ -59,8 +65,9 @@ class ArgumentParser(argparse.ArgumentParser):
 
   def __init__(self, *args, **kwargs):
     super().__init__(*args, **kwargs)
-    self.add_argument("--debug", action="store_true",
-                      help=f"show Python tracebacks (or set {DEBUG_ENV}=1)")
+    self.add_argument(
+      "--debug", action="store_true", help=f"show Python tracebacks (or set {DEBUG_ENV}=1)"
+    )
 
   def error(self, message):
     raise InputError(f"{message} (see {self.prog} --help)")
@@ -68,32 +75,41 @@ class ArgumentParser(argparse.ArgumentParser):
 
 def int_in(lo: int | None = None, hi: int | None = None) -> Callable[[str], int]:
   """argparse `type=`: an integer in [lo, hi] (either bound optional)."""
+
   def parse(text: str) -> int:
     try:
       value = int(text)
     except ValueError:
-      raise argparse.ArgumentTypeError(f"expected an integer{_range(lo, hi)}, got {text!r}") \
-          from None
+      raise argparse.ArgumentTypeError(
+        f"expected an integer{_range(lo, hi)}, got {text!r}"
+      ) from None
     if (lo is not None and value < lo) or (hi is not None and value > hi):
       raise argparse.ArgumentTypeError(f"expected an integer{_range(lo, hi)}, got {value}")
     return value
+
   parse.__name__ = "integer"
   return parse
 
 
-def float_in(lo: float | None = None, hi: float | None = None,
-             lo_open: bool = False) -> Callable[[str], float]:
+def float_in(
+  lo: float | None = None, hi: float | None = None, lo_open: bool = False
+) -> Callable[[str], float]:
   """argparse `type=`: a finite float in [lo, hi] (`(lo, hi]` with lo_open)."""
+
   def parse(text: str) -> float:
     want = f"a finite number{_range(lo, hi, lo_open)}"
     try:
       value = float(text)
     except ValueError:
       raise argparse.ArgumentTypeError(f"expected {want}, got {text!r}") from None
-    if (not math.isfinite(value) or (lo is not None and (value <= lo if lo_open else value < lo))
-        or (hi is not None and value > hi)):
+    if (
+      not math.isfinite(value)
+      or (lo is not None and (value <= lo if lo_open else value < lo))
+      or (hi is not None and value > hi)
+    ):
       raise argparse.ArgumentTypeError(f"expected {want}, got {text}")
     return value
+
   parse.__name__ = "number"
   return parse
 
@@ -110,19 +126,23 @@ def _range(lo, hi, lo_open=False) -> str:
 
 def names(choices: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
   """argparse `type=`: a comma-separated, non-empty list of names from `choices`."""
+
   def parse(text: str) -> tuple[str, ...]:
     items = tuple(t.strip() for t in text.split(","))
     if not text.strip() or any(not t for t in items):
       raise argparse.ArgumentTypeError(
-          f"expected a comma-separated list of {', '.join(choices)}, got {text!r}")
+        f"expected a comma-separated list of {', '.join(choices)}, got {text!r}"
+      )
     unknown = [t for t in items if t not in choices]
     if unknown:
       raise argparse.ArgumentTypeError(
-          f"unknown name(s) {', '.join(map(repr, unknown))}; choose from {', '.join(choices)}")
+        f"unknown name(s) {', '.join(map(repr, unknown))}; choose from {', '.join(choices)}"
+      )
     dup = sorted({t for t in items if items.count(t) > 1})
     if dup:
       raise argparse.ArgumentTypeError(f"{', '.join(map(repr, dup))} given twice")
     return items
+
   parse.__name__ = "names"
   return parse
 
@@ -208,12 +228,15 @@ def read_text(path: str, what: str = "file") -> str:
   try:
     return data.decode("utf-8")
   except UnicodeDecodeError as e:
-    raise InputError(f"not UTF-8 text (byte {e.start}: {data[e.start:e.start + 1]!r}); "
-                     f"expected a UTF-8 {what}", file=path) from None
+    raise InputError(
+      f"not UTF-8 text (byte {e.start}: {data[e.start : e.start + 1]!r}); expected a UTF-8 {what}",
+      file=path,
+    ) from None
 
 
-def parse_json(text: str, path: str, what: str = "JSON file",
-               duplicate_keys: Callable[[str], None] | None = None) -> Any:
+def parse_json(
+  text: str, path: str, what: str = "JSON file", duplicate_keys: Callable[[str], None] | None = None
+) -> Any:
   """`json.loads` with every failure an InputError naming `path`.
 
   Args:
@@ -225,6 +248,7 @@ def parse_json(text: str, path: str, what: str = "JSON file",
   """
   hook = None
   if duplicate_keys is not None:
+
     def hook(pairs):
       out = dict(pairs)
       if len(out) != len(pairs):
@@ -234,11 +258,13 @@ def parse_json(text: str, path: str, what: str = "JSON file",
             duplicate_keys(k)
           seen.add(k)
       return out
+
   try:
     return json.loads(text, object_pairs_hook=hook)
   except json.JSONDecodeError as e:
-    raise InputError(f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}; "
-                     f"expected a {what}", file=path) from None
+    raise InputError(
+      f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}; expected a {what}", file=path
+    ) from None
   except RecursionError:
     raise InputError(f"JSON nested too deeply to read; expected a {what}", file=path) from None
   except ValueError as e:  # e.g. an integer literal beyond Python's digit limit
@@ -257,8 +283,11 @@ _debug_active = False
 
 
 def debug_requested(argv: Iterable[str] = ()) -> bool:
-  return (_debug_active or "--debug" in argv
-          or os.environ.get(DEBUG_ENV, "").lower() not in ("", "0", "false", "no"))
+  return (
+    _debug_active
+    or "--debug" in argv
+    or os.environ.get(DEBUG_ENV, "").lower() not in ("", "0", "false", "no")
+  )
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -302,8 +331,10 @@ def report(exc: BaseException) -> int:
   elif isinstance(exc, MemoryError):
     msg = "out of memory (is an input far larger than expected?)"
   else:
-    msg = (f"internal error: {type(exc).__name__}: {exc} (rerun with --debug or "
-           f"{DEBUG_ENV}=1 for the traceback)")
+    msg = (
+      f"internal error: {type(exc).__name__}: {exc} (rerun with --debug or "
+      f"{DEBUG_ENV}=1 for the traceback)"
+    )
     status = 1
   print(f"error: {msg}", file=sys.stderr, flush=True)
   return status
@@ -315,6 +346,7 @@ def entry_point(fn: Callable[[list[str]], Any]) -> Callable[..., int]:
   The wrapped `main(argv=None)` reads `sys.argv[1:]` when argv is None, removes `--debug`,
   silences third-party start-up noise, and returns the exit status instead of raising.
   """
+
   @functools.wraps(fn)
   def wrapper(argv: Sequence[str] | None = None) -> int:
     global _debug_active
@@ -322,6 +354,7 @@ def entry_point(fn: Callable[[list[str]], Any]) -> Callable[..., int]:
     debug = debug_requested(argv)
     argv = [a for a in argv if a != "--debug"]
     from relations import console  # pylint: disable=g-import-not-at-top
+
     console.quiet_third_party()
     outer, _debug_active = _debug_active, debug
     try:
@@ -341,4 +374,5 @@ def entry_point(fn: Callable[[list[str]], Any]) -> Callable[..., int]:
       return report(e)
     finally:
       _debug_active = outer
+
   return wrapper

@@ -72,7 +72,6 @@ class _QuietImport(importlib.abc.MetaPathFinder):
     inner, finder = spec.loader, self
 
     class _Loader(importlib.abc.Loader):
-
       def create_module(self, spec):
         return inner.create_module(spec)
 
@@ -116,6 +115,7 @@ def quiet_third_party() -> None:
     # absl's logger, not a plain one of the same name: absl must create it (its class finds the
     # real caller; a plain "absl" logger made first would hide every caller behind absl's file).
     from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
+
     absl_logging.get_absl_logger().addFilter(_DropNoise())
   except ImportError:
     pass
@@ -130,6 +130,7 @@ def quiet_third_party() -> None:
 def quiet_tfds_build():
   """During a TFDS build: no progress bars, no TFDS stdout lines (the caller reports)."""
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+
   tfds.disable_progress_bar()
   with contextlib.redirect_stdout(io.StringIO()):
     yield

@@ -55,17 +55,23 @@ def print_summary(summary: dict, tasks, workdir: str) -> None:
 
 @cli_errors.entry_point
 def main(argv=None) -> int:
-  p = cli_errors.ArgumentParser(description="Run every task's demo on synthetic data.",
-                                prog="python -m relations.demo")
+  p = cli_errors.ArgumentParser(
+    description="Run every task's demo on synthetic data.", prog="python -m relations.demo"
+  )
   p.add_argument("--workdir", default="demo_out")
-  p.add_argument("--tasks", default=TASKS, type=cli_errors.names(TASKS),
-                 help="comma-separated subset of " + ",".join(TASKS))
+  p.add_argument(
+    "--tasks",
+    default=TASKS,
+    type=cli_errors.names(TASKS),
+    help="comma-separated subset of " + ",".join(TASKS),
+  )
   args = p.parse_args(argv)
   tasks = list(args.tasks)
   cli_errors.check_output_dir(args.workdir)
   workdir = os.path.abspath(args.workdir)
   os.makedirs(workdir, exist_ok=True)
   from absl import logging  # pylint: disable=g-import-not-at-top
+
   logging.set_verbosity(logging.WARNING)
 
   summary, failed = {}, []
@@ -83,8 +89,12 @@ def main(argv=None) -> int:
       if cli_errors.debug_requested():
         traceback.print_exc()
       else:  # the other tasks still run; the summary marks this one failed
-        print(f"error: {task}: {type(e).__name__}: {e} (rerun with --debug or "
-              f"{cli_errors.DEBUG_ENV}=1 for the traceback)", file=sys.stderr, flush=True)
+        print(
+          f"error: {task}: {type(e).__name__}: {e} (rerun with --debug or "
+          f"{cli_errors.DEBUG_ENV}=1 for the traceback)",
+          file=sys.stderr,
+          flush=True,
+        )
       failed.append(task)
       summary[task] = {"error": "failed (see above)", "wall_seconds": round(time.time() - t0, 1)}
       print(f"=== {task}: FAILED after {time.time() - t0:.1f} s", flush=True)

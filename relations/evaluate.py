@@ -16,12 +16,12 @@ import sys
 from relations import cli_errors
 
 COMMANDS = {
-    "occlusion": "relations.occlusion.metrics.cli",
-    "depth": "relations.occlusion.metrics.depth_cli",
-    "video_relations": "relations.video_relations.metrics.cli",
-    "vidor": "relations.video_relations.metrics.cli",  # the verbs before the task was named
-    "vidvrd": "relations.video_relations.metrics.cli",
-    "commonsense": "relations.commonsense.metrics.cli",
+  "occlusion": "relations.occlusion.metrics.cli",
+  "depth": "relations.occlusion.metrics.depth_cli",
+  "video_relations": "relations.video_relations.metrics.cli",
+  "vidor": "relations.video_relations.metrics.cli",  # the verbs before the task was named
+  "vidvrd": "relations.video_relations.metrics.cli",
+  "commonsense": "relations.commonsense.metrics.cli",
 }
 
 
@@ -35,8 +35,10 @@ def main(argv=None) -> int:
     print(__doc__.strip(), file=sys.stderr)
     raise cli_errors.InputError(f"say what to evaluate: one of {', '.join(COMMANDS)}")
   if argv[0] not in COMMANDS:
-    raise cli_errors.InputError(f"unknown evaluation {argv[0]!r}; choose one of "
-                                f"{', '.join(COMMANDS)} (python -m relations.evaluate --help)")
+    raise cli_errors.InputError(
+      f"unknown evaluation {argv[0]!r}; choose one of "
+      f"{', '.join(COMMANDS)} (python -m relations.evaluate --help)"
+    )
   module = importlib.import_module(COMMANDS[argv[0]])
   return int(module.main(argv[1:]) or 0)
 

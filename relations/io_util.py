@@ -91,6 +91,7 @@ def write_json_atomic(path: str, obj: Any, *, newline: bool = True, **dump_kw) -
   for b in bad[:20]:
     print(f"warning: {path}: {b} is not a JSON number; written as null", file=sys.stderr)
   if len(bad) > 20:
-    print(f"warning: {path}: {len(bad) - 20} more non-finite values written as null",
-          file=sys.stderr)
+    print(
+      f"warning: {path}: {len(bad) - 20} more non-finite values written as null", file=sys.stderr
+    )
   write_text_atomic(path, json.dumps(obj, allow_nan=False, **dump_kw) + ("\n" if newline else ""))

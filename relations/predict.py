@@ -29,14 +29,20 @@ def checkpoint_steps(workdir: str) -> list[int]:
   """
   ckpt_dir = os.path.join(workdir, "checkpoints")
   if not os.path.isdir(workdir):
-    raise cli_errors.InputError("no such training workdir (or not a directory); expected the "
-                                "--workdir of a python -m relations.train run", file=workdir)
-  steps = sorted(int(n) for n in (os.listdir(ckpt_dir) if os.path.isdir(ckpt_dir) else ())
-                 if n.isdigit())
+    raise cli_errors.InputError(
+      "no such training workdir (or not a directory); expected the "
+      "--workdir of a python -m relations.train run",
+      file=workdir,
+    )
+  steps = sorted(
+    int(n) for n in (os.listdir(ckpt_dir) if os.path.isdir(ckpt_dir) else ()) if n.isdigit()
+  )
   if not steps:
-    raise cli_errors.InputError("no checkpoint here; train first (python -m relations.train "
-                                "--config ... --workdir ...) or point --workdir at a trained run",
-                                file=ckpt_dir)
+    raise cli_errors.InputError(
+      "no checkpoint here; train first (python -m relations.train "
+      "--config ... --workdir ...) or point --workdir at a trained run",
+      file=ckpt_dir,
+    )
   return steps
 
 
@@ -44,26 +50,37 @@ def checkpoint_steps(workdir: str) -> list[int]:
 def main(argv=None) -> int:
   def extra(p):
     p.add_argument("--eval", action="append", default=None, help="evaluator name (repeatable)")
-    p.add_argument("--step", type=cli_errors.int_in(0), default=None,
-                   help="checkpoint step (default: latest)")
-  args, overrides = cli.parse(argv, "Write predictions and metrics from a trained checkpoint.",
-                              extra, prog="relations.predict")
+    p.add_argument(
+      "--step", type=cli_errors.int_in(0), default=None, help="checkpoint step (default: latest)"
+    )
+
+  args, overrides = cli.parse(
+    argv,
+    "Write predictions and metrics from a trained checkpoint.",
+    extra,
+    prog="relations.predict",
+  )
   # Everything is checked before JAX, orbax or an evaluator starts.
   config = cli.load_checked_config(args.config, overrides)
   names = args.eval or list((config.get("evals") or {}).keys())
   unknown = [n for n in names if n not in (config.get("evals") or {})]
   if unknown:
-    raise cli_errors.InputError(f"unknown evaluator(s) {', '.join(map(repr, unknown))}; the "
-                                f"config has {', '.join(sorted(config.get('evals') or {}))}",
-                                file=args.config, field="--eval")
+    raise cli_errors.InputError(
+      f"unknown evaluator(s) {', '.join(map(repr, unknown))}; the "
+      f"config has {', '.join(sorted(config.get('evals') or {}))}",
+      file=args.config,
+      field="--eval",
+    )
   steps = checkpoint_steps(args.workdir)
   if args.step is not None and args.step not in steps:
-    raise cli_errors.InputError(f"no checkpoint for step {args.step}; there are "
-                                f"{', '.join(map(str, steps))}",
-                                file=os.path.join(args.workdir, "checkpoints"))
+    raise cli_errors.InputError(
+      f"no checkpoint for step {args.step}; there are {', '.join(map(str, steps))}",
+      file=os.path.join(args.workdir, "checkpoints"),
+    )
   distributed.maybe_initialize(args.distributed)
   import jax  # pylint: disable=g-import-not-at-top
-  from relations.train import trainer# pylint: disable=g-import-not-at-top
+  from relations.train import trainer  # pylint: disable=g-import-not-at-top
+
   model, params, step, mesh = trainer.restore_params(config, args.workdir, args.step)
   evaluators = trainer.build_evaluators(model, config, args.workdir)
   results = {}

@@ -13,8 +13,9 @@ from __future__ import annotations
 import tensorflow_datasets as tfds
 
 
-def ensure_built(builder_cls, data_dir: str, manual_dir: str | None, config=None,
-                 file_format: str = "array_record"):
+def ensure_built(
+  builder_cls, data_dir: str, manual_dir: str | None, config=None, file_format: str = "array_record"
+):
   """Returns a prepared builder, building it from `manual_dir` first if needed.
 
   Args:
@@ -34,18 +35,26 @@ def ensure_built(builder_cls, data_dir: str, manual_dir: str | None, config=None
     return builder
   if manual_dir is None:
     raise FileNotFoundError(
-        f"Dataset {builder.name}/{builder.builder_config.name if builder.builder_config else ''}"
-        f" is not prepared in {data_dir} and no manual_dir was given to build it from.\n"
-        f"{getattr(builder, 'MANUAL_DOWNLOAD_INSTRUCTIONS', '')}")
+      f"Dataset {builder.name}/{builder.builder_config.name if builder.builder_config else ''}"
+      f" is not prepared in {data_dir} and no manual_dir was given to build it from.\n"
+      f"{getattr(builder, 'MANUAL_DOWNLOAD_INSTRUCTIONS', '')}"
+    )
   if jax.process_index() == 0:
     from relations import console  # pylint: disable=g-import-not-at-top
+
     config_name = builder.builder_config.name if builder.builder_config else ""
-    with console.stage(f"building TFDS {builder.name}/{config_name} from {manual_dir}",
-                       prefix="[data]"), console.quiet_tfds_build():
+    with (
+      console.stage(
+        f"building TFDS {builder.name}/{config_name} from {manual_dir}", prefix="[data]"
+      ),
+      console.quiet_tfds_build(),
+    ):
       builder.download_and_prepare(
-          download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
+        download_config=tfds.download.DownloadConfig(manual_dir=manual_dir)
+      )
   if jax.process_count() > 1:
     from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+
     multihost_utils.sync_global_devices(f"tfds_build_{builder.name}")
     builder = _open(builder_cls, config, data_dir, file_format)
   return builder
@@ -59,10 +68,11 @@ def _open(builder_cls, config, data_dir, file_format):
     if "File format is already set" not in str(e):
       raise
     raise ValueError(
-        f"{builder_cls.name} (config {config}) in {data_dir} was prepared as another file "
-        f"format ({e}); the trainer reads {file_format}. Rebuild with `tfds build ... "
-        f"--file_format {file_format}` or convert it with `tfds convert_format --dataset_dir "
-        f"DIR --out_file_format {file_format}`.") from e
+      f"{builder_cls.name} (config {config}) in {data_dir} was prepared as another file "
+      f"format ({e}); the trainer reads {file_format}. Rebuild with `tfds build ... "
+      f"--file_format {file_format}` or convert it with `tfds convert_format --dataset_dir "
+      f"DIR --out_file_format {file_format}`."
+    ) from e
 
 
 class BeamOrGenerator:
@@ -89,10 +99,13 @@ class BeamOrGenerator:
   def _download_and_prepare(self, dl_manager, download_config):
     # TFDS creates its Beam pipeline only when asked (`beam_options` / `beam_runner`); the
     # builder has to know before `_generate_examples` returns which kind of object to return.
-    self._use_beam = (download_config.beam_runner is not None
-                      or download_config.beam_options is not None)
+    self._use_beam = (
+      download_config.beam_runner is not None or download_config.beam_options is not None
+    )
     try:
-      return super()._download_and_prepare(dl_manager, download_config)  # pytype: disable=attribute-error
+      return super()._download_and_prepare(
+        dl_manager, download_config
+      )  # pytype: disable=attribute-error
     finally:
       self._use_beam = False
 
@@ -114,5 +127,4 @@ class BeamOrGenerator:
       return (key_example for item in items for key_example in fn(item))
     beam = tfds.core.lazy_imports.apache_beam
     # Reshuffle spreads the items over the workers (Create alone may hand all of them to one).
-    return (beam.Create(items) | "Reshuffle" >> beam.Reshuffle()
-            | "Examples" >> beam.FlatMap(fn))
+    return beam.Create(items) | "Reshuffle" >> beam.Reshuffle() | "Examples" >> beam.FlatMap(fn)

@@ -47,8 +47,11 @@ from relations.video_relations.data.vidvrd import vidvrd_dataset_builder as vidv
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VIDVRD_DUMMY = os.path.join(os.path.dirname(vidvrd.__file__), "dummy_data")
-TWO_WORKERS = ["--runner=FnApiRunner", "--direct_running_mode=multi_processing",
-               "--direct_num_workers=2"]
+TWO_WORKERS = [
+  "--runner=FnApiRunner",
+  "--direct_running_mode=multi_processing",
+  "--direct_num_workers=2",
+]
 
 
 def _serializer(builder):
@@ -66,8 +69,11 @@ def _dump(key_serialized, out):
 
 def _generated(builder, manual, tmp_path, use_beam):
   """{split: {key: serialized example}} from `_generate_examples`, plain or on Beam."""
-  dl = tfds.download.DownloadManager(download_dir=str(tmp_path / "dl"), manual_dir=str(manual),
-                                     manual_dir_instructions=builder.MANUAL_DOWNLOAD_INSTRUCTIONS)
+  dl = tfds.download.DownloadManager(
+    download_dir=str(tmp_path / "dl"),
+    manual_dir=str(manual),
+    manual_dir_instructions=builder.MANUAL_DOWNLOAD_INSTRUCTIONS,
+  )
   builder._use_beam = use_beam  # What `download_and_prepare` sets from the DownloadConfig.
   try:
     gens = builder._split_generators(dl)
@@ -87,8 +93,12 @@ def _generated(builder, manual, tmp_path, use_beam):
     for split, transform in gens.items():
       assert isinstance(transform, beam.PTransform), type(transform)
       dirs[split].mkdir()
-      _ = (p | split >> transform | f"{split}_serialize" >> beam.Map(serialize)
-           | f"{split}_dump" >> beam.Map(_dump, out=str(dirs[split])))
+      _ = (
+        p
+        | split >> transform
+        | f"{split}_serialize" >> beam.Map(serialize)
+        | f"{split}_dump" >> beam.Map(_dump, out=str(dirs[split]))
+      )
   out = {}
   for split, d in dirs.items():
     pairs = [pickle.loads(f.read_bytes()) for f in sorted(d.iterdir())]
@@ -114,8 +124,12 @@ def _assert_same_examples(plain, on_beam):
     assert sorted(plain[split], key=repr) == sorted(on_beam[split], key=repr), split
     for key, serialized in plain[split].items():
       a, b = _features(serialized), _features(on_beam[split][key])
-      assert a == b, (split, key, "features differ:",
-                      sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)))
+      assert a == b, (
+        split,
+        key,
+        "features differ:",
+        sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)),
+      )
 
 
 def _prepare(cls, manual, data_dir, config, beam_flags=None):
@@ -138,18 +152,22 @@ def _stored_records(builder, split):
 
 def _check(cls, manual, tmp_path, config, prepare_flags=("--runner=DirectRunner",)):
   """Example-level and prepared-file equality of the plain and the Beam build."""
-  plain = _generated(cls(data_dir=str(tmp_path / "g0"), config=config), manual,
-                     tmp_path / "gen_plain", False)
-  on_beam = _generated(cls(data_dir=str(tmp_path / "g1"), config=config), manual,
-                       tmp_path / "gen_beam", True)
+  plain = _generated(
+    cls(data_dir=str(tmp_path / "g0"), config=config), manual, tmp_path / "gen_plain", False
+  )
+  on_beam = _generated(
+    cls(data_dir=str(tmp_path / "g1"), config=config), manual, tmp_path / "gen_beam", True
+  )
   _assert_same_examples(plain, on_beam)
 
   a = _prepare(cls, manual, tmp_path / "plain", config)
   b = _prepare(cls, manual, tmp_path / "beam", config, list(prepare_flags))
   assert {s: v.num_examples for s, v in a.info.splits.items()} == {
-      s: len(ex) for s, ex in plain.items()}
+    s: len(ex) for s, ex in plain.items()
+  }
   assert {s: v.num_examples for s, v in b.info.splits.items()} == {
-      s: v.num_examples for s, v in a.info.splits.items()}
+    s: v.num_examples for s, v in a.info.splits.items()
+  }
   for split in plain:
     ra = [_features(r) for r in _stored_records(a, split)]
     rb = [_features(r) for r in _stored_records(b, split)]
@@ -168,8 +186,9 @@ def _check(cls, manual, tmp_path, config, prepare_flags=("--runner=DirectRunner"
 @pytest.mark.slow
 def test_vidor_synthetic_same_on_beam(tmp_path):
   manual = tmp_path / "vidor_syn"
-  vidor_synthetic.generate(str(manual), num_train=3, num_val=2, seed=3, width=96, height=64,
-                           min_frames=20, max_frames=30)
+  vidor_synthetic.generate(
+    str(manual), num_train=3, num_val=2, seed=3, width=96, height=64, min_frames=20, max_frames=30
+  )
   plain = _check(vidor.Builder, manual, tmp_path, "fps6_short96")
   assert {s: len(v) for s, v in plain.items()} == {"train": 3, "validation": 2}
 
@@ -183,14 +202,16 @@ def test_vidvrd_dummy_release_same_on_beam(tmp_path):
 @pytest.mark.slow
 def test_occlusion_realoob_synthetic_same_on_two_beam_workers(tmp_path):
   manual = tmp_path / "realoob_syn"
-  occlusion_synthetic.write_dataset(str(manual), num_train=4, num_test=2,
-                                    num_hard_negatives=2, seed=1, size=(40, 56))
+  occlusion_synthetic.write_dataset(
+    str(manual), num_train=4, num_test=2, num_hard_negatives=2, seed=1, size=(40, 56)
+  )
   # The prepared build runs on two FnApiRunner worker processes (what the README's one-machine
   # command uses): the per-item function and the builder's inputs travel to other processes.
   plain = _check(occlusion.Builder, manual, tmp_path, "realoob", prepare_flags=TWO_WORKERS)
   assert {s: len(v) for s, v in plain.items()} == {"train": 6, "test": 2}
-  assert sorted(plain["train"]) == [
-      "hardneg_00000", "hardneg_00001"] + [f"train_{i:05d}" for i in range(4)]
+  assert sorted(plain["train"]) == ["hardneg_00000", "hardneg_00001"] + [
+    f"train_{i:05d}" for i in range(4)
+  ]
 
 
 @pytest.mark.slow
@@ -204,8 +225,16 @@ def test_occlusion_dummy_releases_same_on_beam(tmp_path, config):
 @pytest.mark.parametrize("config", ["training_features", "generation"])
 def test_visualcomet_synthetic_same_on_beam(tmp_path, config):
   manual = tmp_path / "vc_syn"
-  commonsense_synthetic.generate(str(manual), seed=2, train_images=3, val_images=2,
-                                 test_images=2, image_size=48, vocab_size=300, verbose=False)
+  commonsense_synthetic.generate(
+    str(manual),
+    seed=2,
+    train_images=3,
+    val_images=2,
+    test_images=2,
+    image_size=48,
+    vocab_size=300,
+    verbose=False,
+  )
   plain = _check(visualcomet.Builder, manual, tmp_path, config)
   # Shuffling is disabled: keys are the expansion indices 0..n-1 of each split.
   for examples in plain.values():
@@ -216,8 +245,12 @@ def test_visualcomet_synthetic_same_on_beam(tmp_path, config):
 
 
 def test_registry_registers_all_four_builders():
-  assert set(relations.datasets.BUILDERS) == {"occlusion_boundaries", "vidor", "vidvrd",
-                                              "visualcomet"}
+  assert set(relations.datasets.BUILDERS) == {
+    "occlusion_boundaries",
+    "vidor",
+    "vidvrd",
+    "visualcomet",
+  }
   for name, cls in relations.datasets.BUILDERS.items():
     assert tfds.builder_cls(name) is cls
     assert issubclass(cls, tfds_util.BeamOrGenerator)
@@ -236,17 +269,31 @@ def test_tfds_build_cli_with_beam_options(tmp_path):
   env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
   data_dir = tmp_path / "tfds"
   tfds_cli = os.path.join(os.path.dirname(sys.executable), "tfds")  # The console script.
-  cmd = [tfds_cli, "build", "--imports", "relations.datasets", "vidvrd",
-         "--config", "fps6_short96", "--manual_dir", VIDVRD_DUMMY, "--data_dir", str(data_dir),
-         "--file_format", "array_record", "--beam_pipeline_options=runner=DirectRunner"]
+  cmd = [
+    tfds_cli,
+    "build",
+    "--imports",
+    "relations.datasets",
+    "vidvrd",
+    "--config",
+    "fps6_short96",
+    "--manual_dir",
+    VIDVRD_DUMMY,
+    "--data_dir",
+    str(data_dir),
+    "--file_format",
+    "array_record",
+    "--beam_pipeline_options=runner=DirectRunner",
+  ]
   r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
   assert r.returncode == 0, r.stderr[-3000:]
   b = vidvrd.Builder(data_dir=str(data_dir), config="fps6_short96")
   assert {s: v.num_examples for s, v in b.info.splits.items()} == {"train": 2, "test": 1}
   ref = _prepare(vidvrd.Builder, VIDVRD_DUMMY, tmp_path / "ref", "fps6_short96")
   for split in ("train", "test"):
-    assert ([_features(r) for r in _stored_records(b, split)]
-            == [_features(r) for r in _stored_records(ref, split)])
+    assert [_features(r) for r in _stored_records(b, split)] == [
+      _features(r) for r in _stored_records(ref, split)
+    ]
 
 
 def test_prepared_elsewhere_is_only_read(tmp_path):
@@ -255,15 +302,18 @@ def test_prepared_elsewhere_is_only_read(tmp_path):
   _prepare(vidvrd.Builder, VIDVRD_DUMMY, data_dir, "fps6_short96", ["--runner=DirectRunner"])
 
   def snapshot():
-    return sorted((os.path.relpath(os.path.join(d, f), data_dir),
-                   os.stat(os.path.join(d, f)).st_mtime_ns)
-                  for d, _, files in os.walk(data_dir) for f in files)
+    return sorted(
+      (os.path.relpath(os.path.join(d, f), data_dir), os.stat(os.path.join(d, f)).st_mtime_ns)
+      for d, _, files in os.walk(data_dir)
+      for f in files
+    )
 
   before = snapshot()
   os.chmod(data_dir, 0o555)
   try:
-    b = tfds_util.ensure_built(vidvrd.Builder, str(data_dir), manual_dir=None,
-                               config="fps6_short96")
+    b = tfds_util.ensure_built(
+      vidvrd.Builder, str(data_dir), manual_dir=None, config="fps6_short96"
+    )
     ex = b.as_data_source("test")[0]
   finally:
     os.chmod(data_dir, 0o755)
@@ -275,6 +325,9 @@ def test_prepared_elsewhere_is_only_read(tmp_path):
 def test_prepared_in_another_file_format_says_how_to_fix(tmp_path):
   b = vidvrd.Builder(data_dir=str(tmp_path), config="fps6_short96", file_format="tfrecord")
   b.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=VIDVRD_DUMMY))
-  with pytest.raises(ValueError, match=r"vidvrd \(config fps6_short96\) in .* was prepared as "
-                     r"another file format .*--file_format array_record.*tfds convert_format"):
+  with pytest.raises(
+    ValueError,
+    match=r"vidvrd \(config fps6_short96\) in .* was prepared as "
+    r"another file format .*--file_format array_record.*tfds convert_format",
+  ):
     tfds_util.ensure_built(vidvrd.Builder, str(tmp_path), None, config="fps6_short96")

@@ -5,10 +5,14 @@ from relations import demo
 
 def test_summary_flattens_and_skips_task_timings(capsys):
   summary = {
-      "occlusion": {"seconds": {"total": 9.0}, "model": {"B-ODS": 0.5}, "canny": {"B-ODS": 0.25},
-                    "wall_seconds": 12.0},
-      "video_relations": {"error": "failed (see above)", "wall_seconds": 3.0},
-      "total_seconds": 15.0,
+    "occlusion": {
+      "seconds": {"total": 9.0},
+      "model": {"B-ODS": 0.5},
+      "canny": {"B-ODS": 0.25},
+      "wall_seconds": 12.0,
+    },
+    "video_relations": {"error": "failed (see above)", "wall_seconds": 3.0},
+    "total_seconds": 15.0,
   }
   demo.print_summary(summary, ["occlusion", "video_relations"], "/w")
   out = capsys.readouterr().out

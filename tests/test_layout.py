@@ -20,9 +20,21 @@ ENTRY = ("relations.evaluate", "relations.predict", "relations.demo", "relations
 # Modules a scorer must not reach: the trainer, the shared network layers, and each task's model,
 # losses, decoding and trainer glue.
 MODEL_OR_TRAINER = ("relations.train", "relations.nn") + tuple(
-    f"relations.{task}.{name}" for task in TASKS
-    for name in ("model", "task", "evaluator", "demo", "losses", "detection_head",
-                 "relation_head", "gpt2", "gpt2_import", "generation"))
+  f"relations.{task}.{name}"
+  for task in TASKS
+  for name in (
+    "model",
+    "task",
+    "evaluator",
+    "demo",
+    "losses",
+    "detection_head",
+    "relation_head",
+    "gpt2",
+    "gpt2_import",
+    "generation",
+  )
+)
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -45,10 +57,10 @@ def _imports(path: pathlib.Path, modules: set[str]) -> set[str]:
     elif isinstance(node, ast.ImportFrom):
       base = node.module or ""
       if node.level:
-        base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1]
-                        + ([base] if base else []))
-      targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
-                 for a in node.names]
+        base = ".".join(
+          package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+        )
+      targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
     else:
       continue
     for target in targets:
@@ -80,21 +92,30 @@ def _is_entry(name: str) -> bool:
 def test_graph_sees_the_packages():
   # Guards the reader itself: if it found nothing, every rule below would pass vacuously.
   assert "relations.train.trainer" in GRAPH["relations.occlusion.evaluator"] or any(
-      _within(m, "relations.train") for m in GRAPH["relations.occlusion.task"]
-      | GRAPH["relations.occlusion.evaluator"] | GRAPH["relations.occlusion.demo"])
+    _within(m, "relations.train")
+    for m in GRAPH["relations.occlusion.task"]
+    | GRAPH["relations.occlusion.evaluator"]
+    | GRAPH["relations.occlusion.demo"]
+  )
   assert "relations.occlusion.model" in GRAPH["relations.occlusion.task"]
   assert all(_task_of(f"relations.{t}.task") == t for t in TASKS)
 
 
 def test_core_imports_no_task():
-  bad = {m: sorted(i for i in deps if _task_of(i) or _is_entry(i))
-         for m, deps in GRAPH.items() if not _task_of(m) and not _is_entry(m)}
+  bad = {
+    m: sorted(i for i in deps if _task_of(i) or _is_entry(i))
+    for m, deps in GRAPH.items()
+    if not _task_of(m) and not _is_entry(m)
+  }
   assert not {m: d for m, d in bad.items() if d}
 
 
 def test_tasks_do_not_import_each_other():
-  bad = {m: sorted(i for i in deps if _task_of(i) not in (None, _task_of(m)) or _is_entry(i))
-         for m, deps in GRAPH.items() if _task_of(m)}
+  bad = {
+    m: sorted(i for i in deps if _task_of(i) not in (None, _task_of(m)) or _is_entry(i))
+    for m, deps in GRAPH.items()
+    if _task_of(m)
+  }
   assert not {m: d for m, d in bad.items() if d}
 
 
@@ -112,8 +133,10 @@ def _reachable(start: str) -> set[str]:
 def test_metrics_reach_no_model_and_no_trainer(task):
   scorers = [m for m in GRAPH if _within(m, f"relations.{task}.metrics")]
   assert scorers
-  bad = {m: sorted(r for r in _reachable(m) if any(_within(r, f) for f in MODEL_OR_TRAINER))
-         for m in scorers}
+  bad = {
+    m: sorted(r for r in _reachable(m) if any(_within(r, f) for f in MODEL_OR_TRAINER))
+    for m in scorers
+  }
   assert not {m: r for m, r in bad.items() if r}
 
 
@@ -153,6 +176,12 @@ def test_tree_is_formatted():
   # is not formatted fails here rather than in review.
   import subprocess  # pylint: disable=g-import-not-at-top
   import sys  # pylint: disable=g-import-not-at-top
-  result = subprocess.run([sys.executable, "-m", "ruff", "format", "--check", "."],
-                          cwd=ROOT.parent, capture_output=True, text=True, check=False)
+
+  result = subprocess.run(
+    [sys.executable, "-m", "ruff", "format", "--check", "."],
+    cwd=ROOT.parent,
+    capture_output=True,
+    text=True,
+    check=False,
+  )
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]

@@ -51,38 +51,55 @@ from relations.commonsense import task
 from relations.commonsense.text import person_tags
 from relations.train import eval_loop
 
-HEADLINE = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "CIDEr",
-            "Unique", "Novel", "Novel_normalised", "Acc@50", "Acc@50_plain_n")
+HEADLINE = (
+  "Bleu_1",
+  "Bleu_2",
+  "Bleu_3",
+  "Bleu_4",
+  "METEOR",
+  "CIDEr",
+  "Unique",
+  "Novel",
+  "Novel_normalised",
+  "Acc@50",
+  "Acc@50_plain_n",
+)
 
 
-def decode_config(eval_config, stop_id: int,
-                  pad_id: int) -> decode.SampleConfig | beam.BeamConfig:
+def decode_config(eval_config, stop_id: int, pad_id: int) -> decode.SampleConfig | beam.BeamConfig:
   """The decoding settings of `eval_config.method` ("sample" or "beam")."""
   method = eval_config.get("method", "sample")
   if method == "sample":
     return decode.SampleConfig(
-        num_samples=int(eval_config.num_samples),
-        max_new_tokens=int(eval_config.max_new_tokens),
-        top_p=float(eval_config.top_p), top_k=int(eval_config.top_k),
-        temperature=float(eval_config.temperature),
-        stop_id=stop_id, pad_id=pad_id)
+      num_samples=int(eval_config.num_samples),
+      max_new_tokens=int(eval_config.max_new_tokens),
+      top_p=float(eval_config.top_p),
+      top_k=int(eval_config.top_k),
+      temperature=float(eval_config.temperature),
+      stop_id=stop_id,
+      pad_id=pad_id,
+    )
   if method == "beam":
     return beam.BeamConfig(
-        num_beams=int(eval_config.num_samples),
-        max_new_tokens=int(eval_config.max_new_tokens),
-        length_penalty=float(eval_config.get("length_penalty", 1.0)),
-        early_stopping=eval_config.get("early_stopping", False),
-        stop_id=stop_id, pad_id=pad_id)
-  raise ValueError(f"evals.method must be 'sample' or 'beam', got "
-                   f"{method!r}")
+      num_beams=int(eval_config.num_samples),
+      max_new_tokens=int(eval_config.max_new_tokens),
+      length_penalty=float(eval_config.get("length_penalty", 1.0)),
+      early_stopping=eval_config.get("early_stopping", False),
+      stop_id=stop_id,
+      pad_id=pad_id,
+    )
+  raise ValueError(f"evals.method must be 'sample' or 'beam', got {method!r}")
 
 
 def generation_file_name(eval_config) -> str:
   """Official name of the generation JSON for these eval settings."""
   return official.file_name(
-      eval_config.split, int(eval_config.num_samples),
-      int(eval_config.top_k), float(eval_config.top_p),
-      do_sample=eval_config.get("method", "sample") == "sample")
+    eval_config.split,
+    int(eval_config.num_samples),
+    int(eval_config.top_k),
+    float(eval_config.top_p),
+    do_sample=eval_config.get("method", "sample") == "sample",
+  )
 
 
 class Evaluator:
@@ -95,25 +112,29 @@ class Evaluator:
     self.workdir = workdir
     self.tok = task.tokenizer(config)
     self.layout = task.layout(config)
-    self.decode_cfg = decode_config(eval_config, stop_id=self.tok.e_in_id,
-                                    pad_id=self.tok.eos_id)
+    self.decode_cfg = decode_config(eval_config, stop_id=self.tok.e_in_id, pad_id=self.tok.eos_id)
     decode_fn = decode.make_decode_fn(
-        vl_generator.VLDecoder(model, self.layout.prompt_len), self.decode_cfg)
+      vl_generator.VLDecoder(model, self.layout.prompt_len), self.decode_cfg
+    )
     seed = int(config.seed)
 
     def generate(params, batch):
       # One key per record (its index in the split): a record's samples do
       # not depend on its batch or on which process decodes it.
-      keys = jax.vmap(jax.random.fold_in, (None, 0))(
-          jax.random.key(seed), batch["record_index"])
+      keys = jax.vmap(jax.random.fold_in, (None, 0))(jax.random.key(seed), batch["record_index"])
       return decode_fn(params, batch, keys)
 
     self._generate = eval_loop.jit_predict(generate)
     rel = self.layout.relation_pos
+
     def score(params, batch):
-      return model.apply({"params": params}, batch, rel,
-                         batch["cand_ids"].shape[1],
-                         method=vl_generator.VLGenerator.continuation_scores)
+      return model.apply(
+        {"params": params},
+        batch,
+        rel,
+        batch["cand_ids"].shape[1],
+        method=vl_generator.VLGenerator.continuation_scores,
+      )
 
     self._score = eval_loop.jit_predict(score)
 
@@ -136,8 +157,7 @@ class Evaluator:
     def load(i):
       ex = src[i]
       raw[i] = ex
-      enc = task.encode(ex, self.config, with_labels=False,
-                        text_given=bool(self.ec.text_given))
+      enc = task.encode(ex, self.config, with_labels=False, text_given=bool(self.ec.text_given))
       enc["record_index"] = np.int32(i)
       return enc
 
@@ -145,20 +165,18 @@ class Evaluator:
       return official.record(raw.pop(i), np.asarray(toks).tolist(), self.tok)
 
     return eval_loop.predict_shard(
-        n, load, lambda b: self._generate(params, b), int(self.ec.batch_size),
-        emit, mesh=mesh)
+      n, load, lambda b: self._generate(params, b), int(self.ec.batch_size), emit, mesh=mesh
+    )
 
   # ---------------------------------------------------------------- Acc@50
   def acc50_queries(self, annotations) -> list[dict]:
     """The candidate lists (released file, stored seeded draw, or a new one)."""
     path = self.ec.get("acc50_candidates") or ""
     if path:
-      queries = rank.candidates_from_official(
-          path, rank.expand_records(annotations))
+      queries = rank.candidates_from_official(path, rank.expand_records(annotations))
     else:
       seed = int(self.ec.get("acc50_seed", 0))
-      path = os.path.join(self.workdir,
-                          f"{self.ec.split}_rank_random_50_seed{seed}.json")
+      path = os.path.join(self.workdir, f"{self.ec.split}_rank_random_50_seed{seed}.json")
       if os.path.exists(path):
         queries = rank.load_candidates(path)
       else:
@@ -171,8 +189,9 @@ class Evaluator:
       queries = queries[:cap]
     return queries
 
-  def acc50_scores(self, params, annotations, queries, mesh=None
-                   ) -> list[tuple[int, tuple[np.ndarray, np.ndarray]]]:
+  def acc50_scores(
+    self, params, annotations, queries, mesh=None
+  ) -> list[tuple[int, tuple[np.ndarray, np.ndarray]]]:
     """This process's share of candidate scores: [(query, (nll [C], n [C]))].
 
     Each query is one row: its prompt (image, event, place; positions
@@ -186,8 +205,11 @@ class Evaluator:
     first = {}
     for i in range(len(src)):
       ex = src[i]
-      key = (int(ex["event_idx"]), io_util.as_str(ex["relation"]),
-             io_util.as_str(ex["inference_text"]))
+      key = (
+        int(ex["event_idx"]),
+        io_util.as_str(ex["relation"]),
+        io_util.as_str(ex["inference_text"]),
+      )
       first.setdefault(key, i)
     c_max = max(len(q["candidates"]) for q in queries)
     rel = self.layout.relation_pos
@@ -196,11 +218,9 @@ class Evaluator:
     def load(q):
       query = queries[q]
       ctx = records[query["query"]]
-      key = (ctx["event_idx"], ctx["inference_relation"],
-             ctx["inference_text"])
+      key = (ctx["event_idx"], ctx["inference_relation"], ctx["inference_text"])
       if key not in first:
-        raise ValueError(f"{self.ec.split}: no builder example for record "
-                         f"{key}")
+        raise ValueError(f"{self.ec.split}: no builder example for record {key}")
       example = src[first[key]]
       out = None
       ids = np.zeros((c_max, full), np.int32)
@@ -208,16 +228,21 @@ class Evaluator:
       mask = np.zeros((c_max, full), bool)
       for c, idx in enumerate(query["candidates"]):
         if not 0 <= idx < len(records):
-          raise ValueError(f"query {q}: candidate index {idx} outside the "
-                           f"{len(records)} expanded records")
+          raise ValueError(
+            f"query {q}: candidate index {idx} outside the {len(records)} expanded records"
+          )
         cand = records[idx]
         _, name = person_tags.map_numbers_to_det_tokens(cand["inference_text"])
-        enc = task.encode(example, self.config, inference_name=name,
-                          relation=cand["inference_relation"],
-                          text_given=bool(self.ec.text_given))
+        enc = task.encode(
+          example,
+          self.config,
+          inference_name=name,
+          relation=cand["inference_relation"],
+          text_given=bool(self.ec.text_given),
+        )
         lab = enc["labels"]
         # Only the inference span is scored, never the EP spans.
-        lab[:rel + 1] = vl_generator.IGNORE
+        lab[: rel + 1] = vl_generator.IGNORE
         if out is None:
           out = {k: v for k, v in enc.items() if k != "labels"}
         ids[c] = enc["input_ids"][rel:]
@@ -231,8 +256,7 @@ class Evaluator:
       # segment scores 24 of the 50 positions after the prompt).
       last = int(np.max(np.nonzero(labels != vl_generator.IGNORE)[1]))
       width = min(full, -(-(last + 1) // 8) * 8)
-      out.update(cand_ids=ids[:, :width], cand_labels=labels[:, :width],
-                 cand_mask=mask[:, :width])
+      out.update(cand_ids=ids[:, :width], cand_labels=labels[:, :width], cand_mask=mask[:, :width])
       return out
 
     def emit(q, res):
@@ -240,9 +264,14 @@ class Evaluator:
       return np.asarray(res[0])[:n], np.asarray(res[1])[:n]
 
     return eval_loop.predict_shard(
-        len(queries), load, lambda b: self._score(params, b),
-        int(self.ec.get("acc50_batch_size", 4)), emit,
-        bucket=lambda q, ex: ex["cand_ids"].shape[1], mesh=mesh)
+      len(queries),
+      load,
+      lambda b: self._score(params, b),
+      int(self.ec.get("acc50_batch_size", 4)),
+      emit,
+      bucket=lambda q, ex: ex["cand_ids"].shape[1],
+      mesh=mesh,
+    )
 
   # ---------------------------------------------------------------- run
   def run(self, params, step) -> dict[str, float]:
@@ -258,36 +287,36 @@ class Evaluator:
     mesh = eval_loop.local_mesh()
     local = eval_loop.localize(params, mesh)
     root = self.config.data.manual_dir
-    annots = records_lib.load_annotations(
-        os.path.join(root, f"{self.ec.split}_annots.json"))
+    annots = records_lib.load_annotations(os.path.join(root, f"{self.ec.split}_annots.json"))
     items = [("gen", i, r) for i, r in self.generate(local, mesh)]
     queries = []
     if self.ec.get("acc50", True):
       queries = self.acc50_queries(annots)
-      items += [("acc50", q, s)
-                for q, s in self.acc50_scores(local, annots, queries, mesh)]
+      items += [("acc50", q, s) for q, s in self.acc50_scores(local, annots, queries, mesh)]
 
     def finalize(gathered):
       gens = [r for _, (kind, _, r) in gathered if kind == "gen"]
       scores = [s for _, (kind, _, s) in gathered if kind == "acc50"]
       official.write(gen_path, gens)
       train_path = os.path.join(root, "train_annots.json")
-      train = (records_lib.load_annotations(train_path)
-               if os.path.exists(train_path) else None)
+      train = records_lib.load_annotations(train_path) if os.path.exists(train_path) else None
       workers = int(self.ec.get("meteor_workers", 0)) or None
       metrics = protocol.score_generations(
-          annots, gens, train, meteor=bool(self.ec.meteor),
-          meteor_workers=workers, gens_name=gen_path)
+        annots, gens, train, meteor=bool(self.ec.meteor), meteor_workers=workers, gens_name=gen_path
+      )
       if queries:
-        metrics.update(rank.accuracy_from_scores(
-            queries, [s[0] for s in scores], [s[1] for s in scores]))
+        metrics.update(
+          rank.accuracy_from_scores(queries, [s[0] for s in scores], [s[1] for s in scores])
+        )
       metrics["generations_file"] = gen_path
       io_util.write_json_atomic(os.path.join(outdir, "metrics.json"), metrics)
-      return {k: float(v) for k, v in metrics.items()
-              if isinstance(v, (int, float)) and not isinstance(v, bool)}
+      return {
+        k: float(v)
+        for k, v in metrics.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+      }
 
     # Gathered in one collective; sort keys keep generations before scores,
     # each in index order.
-    keyed = [((0 if kind == "gen" else 1, i), (kind, i, v))
-             for kind, i, v in items]
+    keyed = [((0 if kind == "gen" else 1, i), (kind, i, v)) for kind, i, v in items]
     return eval_loop.finish(keyed, finalize)

@@ -39,11 +39,11 @@ import jax.numpy as jnp
 # (num_layers, width, num_heads) by size name. small/medium/large are OpenAI's
 # GPT-2 124M / 355M / 774M; tiny is for CPU tests and the demo.
 SIZES = {
-    "tiny": (2, 64, 4),
-    "small": (12, 768, 12),
-    "medium": (24, 1024, 16),
-    "large": (36, 1280, 20),
-    "xl": (48, 1600, 25),
+  "tiny": (2, 64, 4),
+  "small": (12, 768, 12),
+  "medium": (24, 1024, 16),
+  "large": (36, 1280, 20),
+  "xl": (48, 1600, 25),
 }
 
 GPT2_VOCAB = 50257
@@ -58,8 +58,7 @@ def decode_variant(variant: str | None) -> dict[str, Any]:
   if variant is None:
     return {}
   if variant not in SIZES:
-    raise ValueError(f"Unknown GPT-2 variant {variant!r}; expected one of "
-                     f"{sorted(SIZES)}")
+    raise ValueError(f"Unknown GPT-2 variant {variant!r}; expected one of {sorted(SIZES)}")
   layers, width, heads = SIZES[variant]
   return dict(num_layers=layers, width=width, num_heads=heads)
 
@@ -78,6 +77,7 @@ def _ones(names):
 
 class LayerNorm(nn.Module):
   """LayerNorm with logically named scale/bias (HF: `weight`/`bias`)."""
+
   eps: float = 1e-5
 
   @nn.compact
@@ -94,6 +94,7 @@ class LayerNorm(nn.Module):
 
 class Attention(nn.Module):
   """Causal multi-head self-attention with an optional KV cache."""
+
   num_heads: int
   init_std: float = 0.02
   out_std: float = 0.02
@@ -101,15 +102,17 @@ class Attention(nn.Module):
   dtype: Any = jnp.float32
 
   @nn.compact
-  def __call__(self, x, *, key_mask, kv, cache_index, train, prefix=None,
-               prefix_mask=None):
+  def __call__(self, x, *, key_mask, kv, cache_index, train, prefix=None, prefix_mask=None):
     b, s, d = x.shape
     h = self.num_heads
     dh = d // h
     proj = lambda name: nn.DenseGeneral(  # pylint: disable=g-long-lambda
-        (h, dh), dtype=self.dtype, name=name,
-        kernel_init=_init(self.init_std, ("embed", "heads", "kv")),
-        bias_init=_zeros(("heads", "kv")))
+      (h, dh),
+      dtype=self.dtype,
+      name=name,
+      kernel_init=_init(self.init_std, ("embed", "heads", "kv")),
+      bias_init=_zeros(("heads", "kv")),
+    )
     q, k, v = proj("query")(x), proj("key")(x), proj("value")(x)
     q = nn.with_logical_constraint(q, ("act_batch", "act_len", "act_heads", None))
     if kv is not None:
@@ -148,21 +151,26 @@ class Attention(nn.Module):
         pm = jnp.repeat(prefix_mask.astype(bool), r, axis=0)
         pl = jnp.where(pm[:, None, None, :], pl, jnp.finfo(jnp.float32).min)
       probs = jax.nn.softmax(jnp.concatenate([pl, logits], -1), axis=-1)
-      probs = nn.Dropout(self.dropout)(probs.astype(self.dtype),
-                                       deterministic=not train)
+      probs = nn.Dropout(self.dropout)(probs.astype(self.dtype), deterministic=not train)
       pp = probs[..., :p].reshape(g, r, h, s, p)
       y = jnp.einsum("grhqk,gkhd->grqhd", pp, prefix["v"].astype(self.dtype))
       y = y.reshape(b, s, h, dh) + jnp.einsum(
-          "bhqk,bkhd->bqhd", probs[..., p:], v.astype(self.dtype))
+        "bhqk,bkhd->bqhd", probs[..., p:], v.astype(self.dtype)
+      )
     y = nn.DenseGeneral(
-        d, axis=(-2, -1), dtype=self.dtype, name="out",
-        kernel_init=_init(self.out_std, ("heads", "kv", "embed")),
-        bias_init=_zeros(("embed",)))(y)
+      d,
+      axis=(-2, -1),
+      dtype=self.dtype,
+      name="out",
+      kernel_init=_init(self.out_std, ("heads", "kv", "embed")),
+      bias_init=_zeros(("embed",)),
+    )(y)
     return y, kv
 
 
 class Mlp(nn.Module):
   """GPT-2 MLP: Dense(4D) -> gelu(tanh) -> Dense(D)."""
+
   mlp_dim: int
   init_std: float = 0.02
   out_std: float = 0.02
@@ -171,18 +179,27 @@ class Mlp(nn.Module):
   @nn.compact
   def __call__(self, x):
     d = x.shape[-1]
-    y = nn.Dense(self.mlp_dim, dtype=self.dtype, name="c_fc",
-                 kernel_init=_init(self.init_std, ("embed", "mlp")),
-                 bias_init=_zeros(("mlp",)))(x)
+    y = nn.Dense(
+      self.mlp_dim,
+      dtype=self.dtype,
+      name="c_fc",
+      kernel_init=_init(self.init_std, ("embed", "mlp")),
+      bias_init=_zeros(("mlp",)),
+    )(x)
     y = nn.with_logical_constraint(y, ("act_batch", "act_len", "act_mlp"))
     y = jax.nn.gelu(y, approximate=True)
-    return nn.Dense(d, dtype=self.dtype, name="c_proj",
-                    kernel_init=_init(self.out_std, ("mlp", "embed")),
-                    bias_init=_zeros(("embed",)))(y)
+    return nn.Dense(
+      d,
+      dtype=self.dtype,
+      name="c_proj",
+      kernel_init=_init(self.out_std, ("mlp", "embed")),
+      bias_init=_zeros(("embed",)),
+    )(y)
 
 
 class Block(nn.Module):
   """Pre-LN block: x + Attn(LN(x)); x + MLP(LN(x))."""
+
   num_heads: int
   mlp_dim: int
   num_layers: int
@@ -191,19 +208,25 @@ class Block(nn.Module):
   dtype: Any = jnp.float32
 
   @nn.compact
-  def __call__(self, x, key_mask, kv, cache_index, train, prefix=None,
-               prefix_mask=None):
+  def __call__(self, x, key_mask, kv, cache_index, train, prefix=None, prefix_mask=None):
     # HF's GPT-2 init scales residual output projections by 1/sqrt(2 * layers).
     out_std = 0.02 / (2 * self.num_layers) ** 0.5
     x = nn.with_logical_constraint(x, ("act_batch", "act_len", "act_emb"))
-    y, kv = Attention(self.num_heads, out_std=out_std, dropout=self.dropout,
-                      dtype=self.dtype, name="attn")(
-                          LayerNorm(self.ln_eps, name="ln_1")(x),
-                          key_mask=key_mask, kv=kv, cache_index=cache_index,
-                          train=train, prefix=prefix, prefix_mask=prefix_mask)
+    y, kv = Attention(
+      self.num_heads, out_std=out_std, dropout=self.dropout, dtype=self.dtype, name="attn"
+    )(
+      LayerNorm(self.ln_eps, name="ln_1")(x),
+      key_mask=key_mask,
+      kv=kv,
+      cache_index=cache_index,
+      train=train,
+      prefix=prefix,
+      prefix_mask=prefix_mask,
+    )
     x = x + nn.Dropout(self.dropout)(y, deterministic=not train)
     y = Mlp(self.mlp_dim, out_std=out_std, dtype=self.dtype, name="mlp")(
-        LayerNorm(self.ln_eps, name="ln_2")(x))
+      LayerNorm(self.ln_eps, name="ln_2")(x)
+    )
     x = x + nn.Dropout(self.dropout)(y, deterministic=not train)
     return x, kv
 
@@ -219,6 +242,7 @@ class GPT2(nn.Module):
     dtype: compute dtype of matmuls (params stay float32).
     remat: rematerialise each block in the backward pass.
   """
+
   vocab_size: int = VISUALCOMET_VOCAB
   num_layers: int = 12
   width: int = 768
@@ -232,18 +256,34 @@ class GPT2(nn.Module):
 
   def setup(self):
     self.wte = nn.Embed(
-        self.vocab_size, self.width, dtype=self.dtype,
-        embedding_init=_init(0.02, ("vocab", "embed")), name="wte")
+      self.vocab_size,
+      self.width,
+      dtype=self.dtype,
+      embedding_init=_init(0.02, ("vocab", "embed")),
+      name="wte",
+    )
     # HF initialises positions with the same N(0, 0.02).
     self.wpe = nn.Embed(
-        self.max_len, self.width, dtype=self.dtype,
-        embedding_init=_init(0.02, ("pos", "embed")), name="wpe")
+      self.max_len,
+      self.width,
+      dtype=self.dtype,
+      embedding_init=_init(0.02, ("pos", "embed")),
+      name="wpe",
+    )
     # Block args are (x, key_mask, kv, cache_index, train); `train` is static.
     block = nn.remat(Block, static_argnums=(5,)) if self.remat else Block
     self.blocks = [
-        block(self.num_heads, self.mlp_dim or 4 * self.width, self.num_layers,
-              self.dropout, self.ln_eps, self.dtype, name=f"h_{i}")
-        for i in range(self.num_layers)]
+      block(
+        self.num_heads,
+        self.mlp_dim or 4 * self.width,
+        self.num_layers,
+        self.dropout,
+        self.ln_eps,
+        self.dtype,
+        name=f"h_{i}",
+      )
+      for i in range(self.num_layers)
+    ]
     self.ln_f = LayerNorm(self.ln_eps, name="ln_f")
     self.drop = nn.Dropout(self.dropout)
 
@@ -255,15 +295,19 @@ class GPT2(nn.Module):
     """Tied LM head: hidden [..., D] -> logits [..., V] (float32)."""
     return self.wte.attend(hidden).astype(jnp.float32)
 
-  def __call__(self, tokens: jax.Array | None = None, *,
-               embeds: jax.Array | None = None,
-               key_mask: jax.Array | None = None,
-               kv_cache: KVCache | None = None,
-               cache_index: jax.Array | int = 0,
-               return_logits: bool = True,
-               train: bool = False,
-               prefix: KVCache | None = None,
-               prefix_mask: jax.Array | None = None):
+  def __call__(
+    self,
+    tokens: jax.Array | None = None,
+    *,
+    embeds: jax.Array | None = None,
+    key_mask: jax.Array | None = None,
+    kv_cache: KVCache | None = None,
+    cache_index: jax.Array | int = 0,
+    return_logits: bool = True,
+    train: bool = False,
+    prefix: KVCache | None = None,
+    prefix_mask: jax.Array | None = None,
+  ):
     """Runs the decoder.
 
     Args:
@@ -304,22 +348,20 @@ class GPT2(nn.Module):
       x, kv = blk(x, key_mask, kv, cache_index, train, pre, prefix_mask)
       new_cache.append(kv)
     x = self.ln_f(x)
-    out = {"hidden": x,
-           "kv_cache": None if kv_cache is None else tuple(new_cache)}
+    out = {"hidden": x, "kv_cache": None if kv_cache is None else tuple(new_cache)}
     logits = None
     if return_logits:
-      logits = nn.with_logical_constraint(
-          self.logits(x), ("act_batch", "act_len", "act_vocab"))
+      logits = nn.with_logical_constraint(self.logits(x), ("act_batch", "act_len", "act_vocab"))
     return logits, out
 
 
-def init_cache(model: GPT2, batch: int, max_len: int,
-               dtype: Any = jnp.float32) -> KVCache:
+def init_cache(model: GPT2, batch: int, max_len: int, dtype: Any = jnp.float32) -> KVCache:
   """Zero KV cache: per layer {"k", "v"} of shape [batch, max_len, H, Dh]."""
   dh = model.width // model.num_heads
   shape = (batch, max_len, model.num_heads, dh)
-  return tuple({"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)}
-               for _ in range(model.num_layers))
+  return tuple(
+    {"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)} for _ in range(model.num_layers)
+  )
 
 
 def Model(*, variant: str | None = None, **kw) -> GPT2:  # pylint: disable=invalid-name

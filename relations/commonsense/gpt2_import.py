@@ -39,14 +39,18 @@ def read_hf_config(model_dir: str) -> dict[str, Any]:
     with open(path) as f:
       cfg = json.load(f)
   except FileNotFoundError:
-    raise FileNotFoundError(f"{path}: missing; GPT-2 import needs the HF "
-                            "config.json next to model.safetensors") from None
+    raise FileNotFoundError(
+      f"{path}: missing; GPT-2 import needs the HF config.json next to model.safetensors"
+    ) from None
   try:
-    return dict(num_layers=int(cfg["n_layer"]), width=int(cfg["n_embd"]),
-                num_heads=int(cfg["n_head"]),
-                max_len=int(cfg["n_positions"]),
-                ln_eps=float(cfg.get("layer_norm_epsilon", 1e-5)),
-                mlp_dim=int(cfg.get("n_inner") or 4 * int(cfg["n_embd"])))
+    return dict(
+      num_layers=int(cfg["n_layer"]),
+      width=int(cfg["n_embd"]),
+      num_heads=int(cfg["n_head"]),
+      max_len=int(cfg["n_positions"]),
+      ln_eps=float(cfg.get("layer_norm_epsilon", 1e-5)),
+      mlp_dim=int(cfg.get("n_inner") or 4 * int(cfg["n_embd"])),
+    )
   except KeyError as e:
     raise ValueError(f"{path}: field {e.args[0]!r} missing") from None
 
@@ -60,29 +64,33 @@ def read_safetensors(path: str) -> dict[str, np.ndarray]:
     raise FileNotFoundError(f"{path}: no such safetensors file") from None
   with f:
     for key in f.keys():
-      name = key[len("transformer."):] if key.startswith("transformer.") else key
+      name = key[len("transformer.") :] if key.startswith("transformer.") else key
       try:
         out[name] = np.asarray(f.get_tensor(key), np.float32)
       except TypeError as e:  # e.g. bfloat16, which numpy cannot hold
-        raise ValueError(f"{path}: tensor {key!r} has an unsupported dtype "
-                         f"({e}); save the checkpoint in float32") from None
+        raise ValueError(
+          f"{path}: tensor {key!r} has an unsupported dtype ({e}); save the checkpoint in float32"
+        ) from None
   return out
 
 
 def _get(tensors, path, key, shape=None):
   if key not in tensors:
-    raise KeyError(f"{path}: tensor {key!r} missing (have e.g. "
-                   f"{sorted(tensors)[:5]})")
+    raise KeyError(f"{path}: tensor {key!r} missing (have e.g. {sorted(tensors)[:5]})")
   t = tensors[key]
   if shape is not None and tuple(t.shape) != tuple(shape):
-    raise ValueError(f"{path}: tensor {key!r} has shape {t.shape}, expected "
-                     f"{tuple(shape)}")
+    raise ValueError(f"{path}: tensor {key!r} has shape {t.shape}, expected {tuple(shape)}")
   return t
 
 
-def convert(tensors: dict[str, np.ndarray], *, num_heads: int,
-            vocab_size: int, seed: int = 0,
-            path: str = "<tensors>") -> dict[str, Any]:
+def convert(
+  tensors: dict[str, np.ndarray],
+  *,
+  num_heads: int,
+  vocab_size: int,
+  seed: int = 0,
+  path: str = "<tensors>",
+) -> dict[str, Any]:
   """HF GPT-2 tensors -> our nested params dict (plain numpy arrays).
 
   Args:
@@ -98,28 +106,33 @@ def convert(tensors: dict[str, np.ndarray], *, num_heads: int,
   wte = _get(tensors, path, "wte.weight")
   v_file, d = wte.shape
   if vocab_size < v_file:
-    raise ValueError(f"{path}: file vocabulary {v_file} is larger than the "
-                     f"model's {vocab_size}")
+    raise ValueError(f"{path}: file vocabulary {v_file} is larger than the model's {vocab_size}")
   if vocab_size > v_file:
-    extra = np.random.default_rng(seed).normal(
-        0.0, 0.02, (vocab_size - v_file, d)).astype(np.float32)
+    extra = (
+      np.random.default_rng(seed).normal(0.0, 0.02, (vocab_size - v_file, d)).astype(np.float32)
+    )
     wte = np.concatenate([wte, extra], 0)
   if "lm_head.weight" in tensors:
     head = tensors["lm_head.weight"]
     if head.shape != (v_file, d) or not np.array_equal(head, wte[:v_file]):
-      raise ValueError(f"{path}: lm_head.weight differs from wte.weight; only "
-                       "tied GPT-2 heads are supported")
+      raise ValueError(
+        f"{path}: lm_head.weight differs from wte.weight; only tied GPT-2 heads are supported"
+      )
   if d % num_heads:
     raise ValueError(f"{path}: width {d} not divisible by {num_heads} heads")
   h, dh = num_heads, d // num_heads
   layers = sorted({int(k.split(".")[1]) for k in tensors if k.startswith("h.")})
   if layers != list(range(len(layers))):
     raise ValueError(f"{path}: non-contiguous layer indices {layers}")
-  ln = lambda p: {"scale": _get(tensors, path, p + ".weight", (d,)),  # pylint: disable=g-long-lambda
-                  "bias": _get(tensors, path, p + ".bias", (d,))}
-  params = {"wte": {"embedding": wte},
-            "wpe": {"embedding": _get(tensors, path, "wpe.weight")},
-            "ln_f": ln("ln_f")}
+  ln = lambda p: {
+    "scale": _get(tensors, path, p + ".weight", (d,)),  # pylint: disable=g-long-lambda
+    "bias": _get(tensors, path, p + ".bias", (d,)),
+  }
+  params = {
+    "wte": {"embedding": wte},
+    "wpe": {"embedding": _get(tensors, path, "wpe.weight")},
+    "ln_f": ln("ln_f"),
+  }
   for i in layers:
     p = f"h.{i}."
     qkv_w = _get(tensors, path, p + "attn.c_attn.weight", (d, 3 * d))
@@ -127,21 +140,22 @@ def convert(tensors: dict[str, np.ndarray], *, num_heads: int,
     attn = {}
     for j, name in enumerate(("query", "key", "value")):
       attn[name] = {
-          "kernel": qkv_w[:, j * d:(j + 1) * d].reshape(d, h, dh),
-          "bias": qkv_b[j * d:(j + 1) * d].reshape(h, dh)}
+        "kernel": qkv_w[:, j * d : (j + 1) * d].reshape(d, h, dh),
+        "bias": qkv_b[j * d : (j + 1) * d].reshape(h, dh),
+      }
     attn["out"] = {
-        "kernel": _get(tensors, path, p + "attn.c_proj.weight",
-                       (d, d)).reshape(h, dh, d),
-        "bias": _get(tensors, path, p + "attn.c_proj.bias", (d,))}
+      "kernel": _get(tensors, path, p + "attn.c_proj.weight", (d, d)).reshape(h, dh, d),
+      "bias": _get(tensors, path, p + "attn.c_proj.bias", (d,)),
+    }
     fc_w = _get(tensors, path, p + "mlp.c_fc.weight")
-    mlp = {"c_fc": {"kernel": fc_w,
-                    "bias": _get(tensors, path, p + "mlp.c_fc.bias",
-                                 (fc_w.shape[1],))},
-           "c_proj": {"kernel": _get(tensors, path, p + "mlp.c_proj.weight",
-                                     (fc_w.shape[1], d)),
-                      "bias": _get(tensors, path, p + "mlp.c_proj.bias", (d,))}}
-    params[f"h_{i}"] = {"ln_1": ln(p + "ln_1"), "attn": attn,
-                        "ln_2": ln(p + "ln_2"), "mlp": mlp}
+    mlp = {
+      "c_fc": {"kernel": fc_w, "bias": _get(tensors, path, p + "mlp.c_fc.bias", (fc_w.shape[1],))},
+      "c_proj": {
+        "kernel": _get(tensors, path, p + "mlp.c_proj.weight", (fc_w.shape[1], d)),
+        "bias": _get(tensors, path, p + "mlp.c_proj.bias", (d,)),
+      },
+    }
+    params[f"h_{i}"] = {"ln_1": ln(p + "ln_1"), "attn": attn, "ln_2": ln(p + "ln_2"), "mlp": mlp}
   return params
 
 
@@ -149,8 +163,14 @@ def _is_box(x):
   return isinstance(x, nn.meta.AxisMetadata)
 
 
-def load(init_params: Any, path: str, *, num_heads: int | None = None,
-         seed: int = 0, prefix: tuple[str, ...] = ()) -> Any:
+def load(
+  init_params: Any,
+  path: str,
+  *,
+  num_heads: int | None = None,
+  seed: int = 0,
+  prefix: tuple[str, ...] = (),
+) -> Any:
   """Returns `init_params` with the GPT-2 subtree replaced by the file's weights.
 
   Args:
@@ -170,24 +190,24 @@ def load(init_params: Any, path: str, *, num_heads: int | None = None,
   for k in prefix:
     sub = sub[k]
   vocab = nn.meta.unbox(sub["wte"]["embedding"]).shape[0]
-  new = convert(read_safetensors(path), num_heads=num_heads, vocab_size=vocab,
-                seed=seed, path=path)
-  flat_old = {jax.tree_util.keystr(k): v for k, v in
-              jax.tree_util.tree_leaves_with_path(sub, is_leaf=_is_box)}
-  flat_new = {jax.tree_util.keystr(k): v for k, v in
-              jax.tree_util.tree_leaves_with_path(new)}
+  new = convert(read_safetensors(path), num_heads=num_heads, vocab_size=vocab, seed=seed, path=path)
+  flat_old = {
+    jax.tree_util.keystr(k): v for k, v in jax.tree_util.tree_leaves_with_path(sub, is_leaf=_is_box)
+  }
+  flat_new = {jax.tree_util.keystr(k): v for k, v in jax.tree_util.tree_leaves_with_path(new)}
   if set(flat_old) != set(flat_new):
-    raise ValueError(f"{path}: parameter names differ from the model: missing "
-                     f"{sorted(set(flat_old) - set(flat_new))[:5]}, unexpected "
-                     f"{sorted(set(flat_new) - set(flat_old))[:5]}")
+    raise ValueError(
+      f"{path}: parameter names differ from the model: missing "
+      f"{sorted(set(flat_old) - set(flat_new))[:5]}, unexpected "
+      f"{sorted(set(flat_new) - set(flat_old))[:5]}"
+    )
 
   def replace(kpath, old):
     key = jax.tree_util.keystr(kpath)
     val = flat_new[key]
     raw = nn.meta.unbox(old) if _is_box(old) else old
     if tuple(raw.shape) != tuple(val.shape):
-      raise ValueError(f"{path}: {key} has shape {val.shape} in the file, "
-                       f"{raw.shape} in the model")
+      raise ValueError(f"{path}: {key} has shape {val.shape} in the file, {raw.shape} in the model")
     val = np.asarray(val, raw.dtype)
     return old.replace_boxed(val) if _is_box(old) else val
 

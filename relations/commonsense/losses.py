@@ -6,8 +6,7 @@ import jax.numpy as jnp
 from relations.commonsense.text.sequence import IGNORE
 
 
-def token_nll(logits: jax.Array, labels: jax.Array) -> tuple[jax.Array,
-                                                              jax.Array]:
+def token_nll(logits: jax.Array, labels: jax.Array) -> tuple[jax.Array, jax.Array]:
   """Shifted next-token NLL: position t predicts labels[t + 1].
 
   Args:
@@ -20,8 +19,7 @@ def token_nll(logits: jax.Array, labels: jax.Array) -> tuple[jax.Array,
   tgt = labels[:, 1:]
   valid = tgt != IGNORE
   logp = jax.nn.log_softmax(logits[:, :-1].astype(jnp.float32), -1)
-  nll = -jnp.take_along_axis(logp, jnp.where(valid, tgt, 0)[..., None],
-                             -1)[..., 0]
+  nll = -jnp.take_along_axis(logp, jnp.where(valid, tgt, 0)[..., None], -1)[..., 0]
   return jnp.where(valid, nll, 0.0), valid
 
 

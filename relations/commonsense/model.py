@@ -52,9 +52,9 @@ from relations.nn import vit as vit_lib
 from relations.nn.roi_align import roi_align_mean
 
 
-
 class VisualProjection(nn.Module):
   """Official `SimpleDetector`: LN(ReLU(Dense(Dropout(feature))))."""
+
   width: int
   dropout: float = 0.1
   ln_scale_init: float = 1.0
@@ -62,13 +62,15 @@ class VisualProjection(nn.Module):
   @nn.compact
   def __call__(self, feats, train: bool):
     x = nn.Dropout(self.dropout)(feats, deterministic=not train)
-    x = nn.Dense(self.width, kernel_init=nn.with_logical_partitioning(
-        nn.initializers.normal(0.02), ("visual_in", "embed")),
-                 bias_init=nn.with_logical_partitioning(
-                     nn.initializers.zeros_init(), ("embed",)))(x)
+    x = nn.Dense(
+      self.width,
+      kernel_init=nn.with_logical_partitioning(
+        nn.initializers.normal(0.02), ("visual_in", "embed")
+      ),
+      bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(), ("embed",)),
+    )(x)
     x = jax.nn.relu(x)
-    return nn.LayerNorm(epsilon=1e-12, scale_init=nn.initializers.constant(
-        self.ln_scale_init))(x)
+    return nn.LayerNorm(epsilon=1e-12, scale_init=nn.initializers.constant(self.ln_scale_init))(x)
 
 
 class VLGenerator(nn.Module):
@@ -90,6 +92,7 @@ class VLGenerator(nn.Module):
       slots would drown the `<|detN|>` grounding signal added to them, so
       small models start at 0.02).
   """
+
   lm: Any = None
   visual: str = "features"
   vit: Any = None
@@ -104,18 +107,20 @@ class VLGenerator(nn.Module):
   def setup(self):
     self.decoder = gpt2.GPT2(**dict(self.lm or {}), name="lm")
     if self.visual not in ("features", "vit", "none"):
-      raise ValueError(f"visual must be 'features', 'vit' or 'none', got "
-                       f"{self.visual!r}")
+      raise ValueError(f"visual must be 'features', 'vit' or 'none', got {self.visual!r}")
     if self.visual == "vit":
       self.encoder = vit_lib.Model(**dict(self.vit or {}), name="vit")
     if self.visual != "none":
-      self.project = VisualProjection(self.decoder.width, self.visual_dropout,
-                                      self.slot_scale_init, name="visual_proj")
+      self.project = VisualProjection(
+        self.decoder.width, self.visual_dropout, self.slot_scale_init, name="visual_proj"
+      )
       if self.subject_ids:
         self.subject_embed = self.param(
-            "subject_embed", nn.with_logical_partitioning(
-                nn.initializers.normal(0.02), (None, "embed")),
-            (2, self.decoder.width), jnp.float32)
+          "subject_embed",
+          nn.with_logical_partitioning(nn.initializers.normal(0.02), (None, "embed")),
+          (2, self.decoder.width),
+          jnp.float32,
+        )
 
   # ------------------------------------------------------------ visual slots
   def slot_embeddings(self, batch, train: bool = False) -> jax.Array:
@@ -124,8 +129,7 @@ class VLGenerator(nn.Module):
       feats = batch["visual_features"].astype(jnp.float32)
     else:
       _, out = self.encoder(batch["image"], train=train)
-      feats = roi_align_mean(out["patch_grid"], batch["boxes"],
-                             self.roi_samples)
+      feats = roi_align_mean(out["patch_grid"], batch["boxes"], self.roi_samples)
     x = self.project(feats, train)
     if self.person_grounding:
       x = x + self.decoder.embed(batch["slot_person_ids"]).astype(x.dtype)
@@ -133,8 +137,9 @@ class VLGenerator(nn.Module):
       x = x + self.subject_embed[0]
     return x
 
-  def input_embeddings(self, batch, length: int | None = None,
-                       train: bool = False) -> tuple[jax.Array, jax.Array]:
+  def input_embeddings(
+    self, batch, length: int | None = None, train: bool = False
+  ) -> tuple[jax.Array, jax.Array]:
     """Token embeddings with slots written in, and the key mask.
 
     Args:
@@ -154,18 +159,20 @@ class VLGenerator(nn.Module):
       k = self.num_slots
       slot_mask = batch["slot_mask"].astype(bool)
       slots = self.slot_embeddings(batch, train).astype(emb.dtype)
-      cur = emb[:, 1:1 + k]
-      emb = emb.at[:, 1:1 + k].set(
-          jnp.where(slot_mask[..., None], slots, cur))
-      mask = mask.at[:, 1:1 + k].set(mask[:, 1:1 + k] | slot_mask)
+      cur = emb[:, 1 : 1 + k]
+      emb = emb.at[:, 1 : 1 + k].set(jnp.where(slot_mask[..., None], slots, cur))
+      mask = mask.at[:, 1 : 1 + k].set(mask[:, 1 : 1 + k] | slot_mask)
     return emb, mask
 
   def __call__(self, batch, train: bool = False, return_logits: bool = True):
     """Teacher-forced forward pass: (logits [B, L, V], {"hidden": ...})."""
     emb, mask = self.input_embeddings(batch, train=train)
     logits, out = self.decoder(
-        embeds=emb, key_mask=mask if self.attention_mask else None,
-        train=train, return_logits=return_logits)
+      embeds=emb,
+      key_mask=mask if self.attention_mask else None,
+      train=train,
+      return_logits=return_logits,
+    )
     del out["kv_cache"]
     out["key_mask"] = mask
     return logits, out
@@ -182,15 +189,17 @@ class VLGenerator(nn.Module):
     b = emb.shape[0]
     cache = gpt2.init_cache(self.decoder, b, prompt_len)
     key_mask = mask if self.attention_mask else None
-    _, out = self.decoder(embeds=emb, key_mask=key_mask, kv_cache=cache,
-                          cache_index=0, return_logits=False)
+    _, out = self.decoder(
+      embeds=emb, key_mask=key_mask, kv_cache=cache, cache_index=0, return_logits=False
+    )
     logits = self.decoder.logits(out["hidden"][:, -1])
     return logits, out["kv_cache"], key_mask
 
   def step(self, tokens, cache, index, prefix, prefix_mask):
     """Rows continuing shared prefixes by `tokens` at generated position `index`."""
-    logits, out = self.decoder(tokens, kv_cache=cache, cache_index=index,
-                               prefix=prefix, prefix_mask=prefix_mask)
+    logits, out = self.decoder(
+      tokens, kv_cache=cache, cache_index=index, prefix=prefix, prefix_mask=prefix_mask
+    )
     return logits[:, -1], out["kv_cache"]
 
   def continuation_scores(self, batch, prefix_len: int, num_candidates: int):
@@ -213,14 +222,18 @@ class VLGenerator(nn.Module):
     g = emb.shape[0]
     cache = gpt2.init_cache(self.decoder, g, prefix_len)
     prefix_mask = mask if self.attention_mask else None
-    _, out = self.decoder(embeds=emb, key_mask=prefix_mask, kv_cache=cache,
-                          cache_index=0, return_logits=False)
+    _, out = self.decoder(
+      embeds=emb, key_mask=prefix_mask, kv_cache=cache, cache_index=0, return_logits=False
+    )
     ids = batch["cand_ids"].reshape(g * num_candidates, -1)
     cmask = batch["cand_mask"].reshape(g * num_candidates, -1)
     labels = batch["cand_labels"].reshape(g * num_candidates, -1)
     logits, _ = self.decoder(
-        ids, key_mask=cmask if self.attention_mask else None,
-        prefix=out["kv_cache"], prefix_mask=prefix_mask)
+      ids,
+      key_mask=cmask if self.attention_mask else None,
+      prefix=out["kv_cache"],
+      prefix_mask=prefix_mask,
+    )
     nll, n = sequence_scores(logits, labels)
     return nll.reshape(g, num_candidates), n.reshape(g, num_candidates)
 
@@ -233,20 +246,23 @@ class VLDecoder:
     self.prompt_len = prompt_len
 
   def prefill(self, params, inputs):
-    return self.model.apply({"params": params}, inputs, self.prompt_len,
-                            method=VLGenerator.prefill)
+    return self.model.apply({"params": params}, inputs, self.prompt_len, method=VLGenerator.prefill)
 
   def new_cache(self, n, length):
     lm = gpt2.GPT2(**dict(self.model.lm or {}))
     return gpt2.init_cache(lm, n, length)
 
   def step(self, params, tokens, cache, index, prefix, prefix_mask):
-    return self.model.apply({"params": params}, tokens, cache, index, prefix,
-                            prefix_mask, method=VLGenerator.step)
+    return self.model.apply(
+      {"params": params}, tokens, cache, index, prefix, prefix_mask, method=VLGenerator.step
+    )
 
 
-def Model(*, lm_variant: str | None = None, lm: dict | None = None,  # pylint: disable=invalid-name
-          **kw) -> VLGenerator:
+def Model(
+  *,
+  lm_variant: str | None = None,
+  lm: dict | None = None,  # pylint: disable=invalid-name
+  **kw,
+) -> VLGenerator:
   """VLGenerator with GPT-2 size `lm_variant` (tiny/small/medium/large)."""
-  return VLGenerator(lm={**gpt2.decode_variant(lm_variant), **(lm or {})},
-                     **kw)
+  return VLGenerator(lm={**gpt2.decode_variant(lm_variant), **(lm or {})}, **kw)

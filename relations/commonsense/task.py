@@ -44,8 +44,7 @@ def _tokenizer(path: str) -> tokenizer_lib.VisualCometTokenizer:
 
 def tokenizer(config) -> tokenizer_lib.VisualCometTokenizer:
   """The tokenizer of `config.data.tokenizer_dir` (default manual_dir/tokenizer)."""
-  path = config.data.get("tokenizer_dir") or os.path.join(
-      config.data.manual_dir, "tokenizer")
+  path = config.data.get("tokenizer_dir") or os.path.join(config.data.manual_dir, "tokenizer")
   return _tokenizer(os.path.abspath(path))
 
 
@@ -56,12 +55,16 @@ def layout(config) -> sequence.Layout:
 # ---------------------------------------------------------------- data
 def _builders(config, expansion: str):
   """(expansion builder, image-table builder), each built if needed."""
-  from relations import tfds_util# pylint: disable=g-import-not-at-top
-  from relations.commonsense.data.visualcomet import visualcomet_dataset_builder as vb# pylint: disable=g-import-not-at-top
+  from relations import tfds_util  # pylint: disable=g-import-not-at-top
+  from relations.commonsense.data.visualcomet import visualcomet_dataset_builder as vb  # pylint: disable=g-import-not-at-top
+
   name = expansion + ("_features" if config.model.visual == "features" else "")
-  built = [tfds_util.ensure_built(vb.Builder, config.data.data_dir,
-                                  config.data.manual_dir or None, config=n)
-           for n in (name, vb.table_config(name))]
+  built = [
+    tfds_util.ensure_built(
+      vb.Builder, config.data.data_dir, config.data.manual_dir or None, config=n
+    )
+    for n in (name, vb.table_config(name))
+  ]
   return built[0], built[1]
 
 
@@ -81,13 +84,13 @@ def make_source(config, expansion: str, split: str, image: str = "decoded"):
   touch a JPEG; `visual=vit` gets the image decoded, or with `image="jpeg"`
   still encoded (`encode` then decodes it at the size it needs).
   """
-  from relations.commonsense.data.visualcomet import visualcomet_dataset_builder as vb# pylint: disable=g-import-not-at-top
+  from relations.commonsense.data.visualcomet import visualcomet_dataset_builder as vb  # pylint: disable=g-import-not-at-top
+
   return vb.DataSource(*_builders(config, expansion), split, image=image)
 
 
 def make_train_source(config):
-  return make_source(config, "training", config.data.get("train_split", "train"),
-                     image="jpeg")
+  return make_source(config, "training", config.data.get("train_split", "train"), image="jpeg")
 
 
 def decode_image(data: bytes, size: int) -> np.ndarray:
@@ -95,10 +98,14 @@ def decode_image(data: bytes, size: int) -> np.ndarray:
   whose short side is still >= `size` (libjpeg's DCT scaling: a 640-px image for a
   224-px ViT decodes at 320 px, ~3x faster than in full)."""
   import cv2  # pylint: disable=g-import-not-at-top
+
   hw = _jpeg_size(data)
   flag = cv2.IMREAD_COLOR
-  for reduced, factor in ((cv2.IMREAD_REDUCED_COLOR_8, 8), (cv2.IMREAD_REDUCED_COLOR_4, 4),
-                          (cv2.IMREAD_REDUCED_COLOR_2, 2)):
+  for reduced, factor in (
+    (cv2.IMREAD_REDUCED_COLOR_8, 8),
+    (cv2.IMREAD_REDUCED_COLOR_4, 4),
+    (cv2.IMREAD_REDUCED_COLOR_2, 2),
+  ):
     if hw is not None and min(hw) // factor >= size:
       flag = reduced
       break
@@ -115,27 +122,36 @@ def _jpeg_size(data: bytes):
     if data[i] != 0xFF:
       return None
     marker = data[i + 1]
-    length = int.from_bytes(data[i + 2:i + 4], "big")
-    if marker in (0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD,
-                  0xCE, 0xCF):
-      return (int.from_bytes(data[i + 5:i + 7], "big"),
-              int.from_bytes(data[i + 7:i + 9], "big"))
+    length = int.from_bytes(data[i + 2 : i + 4], "big")
+    if marker in (0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF):
+      return (
+        int.from_bytes(data[i + 5 : i + 7], "big"),
+        int.from_bytes(data[i + 7 : i + 9], "big"),
+      )
     i += 2 + length
   return None
 
 
 def _mask_segments(ids, labels, lay, eos, event: bool, place: bool):
   """Drops the event and/or place segment (eos ids, no labels)."""
-  for keep, lo, hi in ((event, lay.event_start, lay.place_start),
-                       (place, lay.place_start, lay.relation_pos)):
+  for keep, lo, hi in (
+    (event, lay.event_start, lay.place_start),
+    (place, lay.place_start, lay.relation_pos),
+  ):
     if not keep:
       ids[lo:hi] = eos
       labels[lo:hi] = sequence.IGNORE
 
 
-def encode(example, config, *, inference_name: str | None = None,
-           relation: str | None = None, text_given: bool = True,
-           with_labels: bool = True) -> dict[str, np.ndarray]:
+def encode(
+  example,
+  config,
+  *,
+  inference_name: str | None = None,
+  relation: str | None = None,
+  text_given: bool = True,
+  with_labels: bool = True,
+) -> dict[str, np.ndarray]:
   """One builder example -> the model's fixed-shape numpy inputs.
 
   Args:
@@ -158,15 +174,27 @@ def encode(example, config, *, inference_name: str | None = None,
   rel = relation or io_util.as_str(example["relation"])
   inf = None
   if with_labels:
-    inf = inference_name if inference_name is not None else io_util.as_str(
-        example["inference_text_name"])
-  enc = sequence.encode(tok, io_util.as_str(example["event_name"]), io_util.as_str(example["place"]),
-                        rel, inf, layout=lay, mode=config.loss.mode)
+    inf = (
+      inference_name
+      if inference_name is not None
+      else io_util.as_str(example["inference_text_name"])
+    )
+  enc = sequence.encode(
+    tok,
+    io_util.as_str(example["event_name"]),
+    io_util.as_str(example["place"]),
+    rel,
+    inf,
+    layout=lay,
+    mode=config.loss.mode,
+  )
   ids, labels = np.array(enc["input_ids"]), np.array(enc["labels"])
-  _mask_segments(ids, labels, lay, tok.eos_id, inp.event and text_given,
-                 inp.place and text_given)
-  out = {"input_ids": ids.astype(np.int32), "labels": labels.astype(np.int32),
-         "token_mask": ids != tok.eos_id}
+  _mask_segments(ids, labels, lay, tok.eos_id, inp.event and text_given, inp.place and text_given)
+  out = {
+    "input_ids": ids.astype(np.int32),
+    "labels": labels.astype(np.int32),
+    "token_mask": ids != tok.eos_id,
+  }
   out.update(_visual(example, config, tok, lay))
   return out
 
@@ -179,8 +207,7 @@ def _visual(example, config, tok, lay) -> dict[str, np.ndarray]:
   n = 1 + len(kept)
   slot_mask = np.zeros(k, bool)
   slot_mask[:n] = bool(config.inputs.image)
-  out = {"slot_mask": slot_mask,
-         "slot_person_ids": sequence.slot_person_ids(tok, names, dets, k)}
+  out = {"slot_mask": slot_mask, "slot_person_ids": sequence.slot_person_ids(tok, names, dets, k)}
   visual = config.model.visual
   if visual == "features":
     feats = np.zeros((k, FEATURE_DIM), np.float32)
@@ -190,7 +217,7 @@ def _visual(example, config, tok, lay) -> dict[str, np.ndarray]:
   elif visual == "vit":
     size = int(config.data.image_size)
     img = example["image"]
-    if isinstance(img, bytes):   # training source: decoded here, at the size needed
+    if isinstance(img, bytes):  # training source: decoded here, at the size needed
       img = decode_image(img, size)
     img = Image.fromarray(np.asarray(img, np.uint8))
     img = img.resize((size, size), Image.BILINEAR)
@@ -217,19 +244,23 @@ def make_model(config) -> vl_generator.VLGenerator:
   if not lm.get("vocab_size"):
     lm["vocab_size"] = tokenizer(config).vocab_size
   return vl_generator.Model(
-      lm_variant=m.lm_variant or None, lm=lm,
-      visual=m.visual if config.inputs.image else "none",
-      vit=dict(m.vit) if m.get("vit") else None,
-      roi_samples=m.roi_samples, num_slots=config.layout.num_max_boxes,
-      person_grounding=m.person_grounding, subject_ids=m.subject_ids,
-      attention_mask=m.attention_mask, visual_dropout=m.visual_dropout,
-      slot_scale_init=m.get("slot_scale_init", 1.0))
+    lm_variant=m.lm_variant or None,
+    lm=lm,
+    visual=m.visual if config.inputs.image else "none",
+    vit=dict(m.vit) if m.get("vit") else None,
+    roi_samples=m.roi_samples,
+    num_slots=config.layout.num_max_boxes,
+    person_grounding=m.person_grounding,
+    subject_ids=m.subject_ids,
+    attention_mask=m.attention_mask,
+    visual_dropout=m.visual_dropout,
+    slot_scale_init=m.get("slot_scale_init", 1.0),
+  )
 
 
 def init_params(model, batch, rng):
   batch = jax.tree.map(jnp.asarray, batch)
-  params = model.init({"params": rng, "dropout": rng}, batch,
-                      train=False)["params"]
+  params = model.init({"params": rng, "dropout": rng}, batch, train=False)["params"]
   return nn.meta.unbox(params)
 
 
@@ -241,12 +272,12 @@ def load_pretrained(config, params):
   path = config.model.get("init_from")
   if not path:
     return params
-  from relations.commonsense import gpt2_import# pylint: disable=g-import-not-at-top
+  from relations.commonsense import gpt2_import  # pylint: disable=g-import-not-at-top
+
   return gpt2_import.load(params, path, prefix=("lm",))
 
 
 def loss_fn(model, params, batch, rng, config):
   del config
-  logits, _ = model.apply({"params": params}, batch, train=True,
-                          rngs={"dropout": rng})
+  logits, _ = model.apply({"params": params}, batch, train=True, rngs={"dropout": rng})
   return losses.lm_loss(logits, batch["labels"])

@@ -13,15 +13,15 @@ and `python -m relations.datasets.prepare --list` prints the names and builder c
 # pylint: disable=g-bad-import-order
 from relations.commonsense.data.visualcomet import visualcomet_dataset_builder
 from relations.occlusion.data.occlusion_boundaries import (
-    occlusion_boundaries_dataset_builder,
+  occlusion_boundaries_dataset_builder,
 )
 from relations.video_relations.data.vidor import vidor_dataset_builder
 from relations.video_relations.data.vidvrd import vidvrd_dataset_builder
 
 # TFDS name -> builder class (the names TFDS registered on import).
 BUILDERS = {
-    "occlusion_boundaries": occlusion_boundaries_dataset_builder.Builder,
-    "vidor": vidor_dataset_builder.Builder,
-    "vidvrd": vidvrd_dataset_builder.Builder,
-    "visualcomet": visualcomet_dataset_builder.Builder,
+  "occlusion_boundaries": occlusion_boundaries_dataset_builder.Builder,
+  "vidor": vidor_dataset_builder.Builder,
+  "vidvrd": vidvrd_dataset_builder.Builder,
+  "visualcomet": visualcomet_dataset_builder.Builder,
 }

@@ -29,23 +29,29 @@ DATASETS = tuple(BUILDERS)
 
 def builder_class(name: str):
   if name not in DATASETS:
-    raise cli_errors.InputError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)} "
-                                "(--list shows their configs)")
+    raise cli_errors.InputError(
+      f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)} (--list shows their configs)"
+    )
   return BUILDERS[name]
 
 
 @cli_errors.entry_point
 def main(argv=None) -> int:
-  p = cli_errors.ArgumentParser(description=__doc__.strip().splitlines()[0],
-                                prog="python -m relations.datasets.prepare")
+  p = cli_errors.ArgumentParser(
+    description=__doc__.strip().splitlines()[0], prog="python -m relations.datasets.prepare"
+  )
   p.add_argument("dataset", nargs="?", help="NAME or NAME/CONFIG")
-  p.add_argument("--manual_dir", type=cli_errors.existing_dir,
-                 help="directory with the official release files")
+  p.add_argument(
+    "--manual_dir", type=cli_errors.existing_dir, help="directory with the official release files"
+  )
   p.add_argument("--data_dir", help="TFDS data directory to write to")
-  p.add_argument("--file_format", default="array_record", choices=["array_record", "tfrecord",
-                                                                   "parquet"])
-  p.add_argument("--beam_pipeline_options",
-                 help="comma-separated Beam pipeline flags, as for `tfds build`; builds on Beam")
+  p.add_argument(
+    "--file_format", default="array_record", choices=["array_record", "tfrecord", "parquet"]
+  )
+  p.add_argument(
+    "--beam_pipeline_options",
+    help="comma-separated Beam pipeline flags, as for `tfds build`; builds on Beam",
+  )
   p.add_argument("--list", action="store_true", help="list datasets and builder configs")
   args = p.parse_args(argv)
   if args.list or not args.dataset:
@@ -60,21 +66,26 @@ def main(argv=None) -> int:
   cls = builder_class(name)
   known = [c.name for c in (cls.BUILDER_CONFIGS or [])]
   if config and config not in known:
-    raise cli_errors.InputError(f"unknown config {config!r} of dataset {name!r}; choose one of "
-                                f"{', '.join(known) or '(none: give the bare name)'}")
+    raise cli_errors.InputError(
+      f"unknown config {config!r} of dataset {name!r}; choose one of "
+      f"{', '.join(known) or '(none: give the bare name)'}"
+    )
   if "://" not in args.data_dir:
     cli_errors.check_output_dir(args.data_dir)
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
-  builder = cls(config=config or None, data_dir=args.data_dir,
-                                file_format=args.file_format)
+
+  builder = cls(config=config or None, data_dir=args.data_dir, file_format=args.file_format)
   download_config = tfds.download.DownloadConfig(manual_dir=args.manual_dir)
   if args.beam_pipeline_options:
     beam = tfds.core.lazy_imports.apache_beam
     download_config.beam_options = beam.options.pipeline_options.PipelineOptions(
-        flags=[f"--{opt}" for opt in args.beam_pipeline_options.split(",")])
+      flags=[f"--{opt}" for opt in args.beam_pipeline_options.split(",")]
+    )
   builder.download_and_prepare(download_config=download_config)
-  print(f"prepared {builder.info.full_name} in {args.data_dir}: "
-        + ", ".join(f"{k}={v.num_examples}" for k, v in builder.info.splits.items()))
+  print(
+    f"prepared {builder.info.full_name} in {args.data_dir}: "
+    + ", ".join(f"{k}={v.num_examples}" for k, v in builder.info.splits.items())
+  )
   return 0
 
 

@@ -45,7 +45,7 @@ def roi_align(grid, frame_idx, boxes, size=2, samples=2):
   t, h, w, d = grid.shape
   flat = grid.reshape(t * h * w, d)
   k = size * samples
-  gx = sample_positions(boxes[..., 0], boxes[..., 2], k, w)   # [..., k]
+  gx = sample_positions(boxes[..., 0], boxes[..., 2], k, w)  # [..., k]
   gy = sample_positions(boxes[..., 1], boxes[..., 3], k, h)
   x0 = jnp.floor(gx).astype(jnp.int32)
   y0 = jnp.floor(gy).astype(jnp.int32)
@@ -56,12 +56,16 @@ def roi_align(grid, frame_idx, boxes, size=2, samples=2):
   base = frame_idx[..., None, None] * (h * w)
 
   def gather(yy, xx):
-    idx = base + yy[..., :, None] * w + xx[..., None, :]   # [..., k, k]
-    return flat[idx]                                       # [..., k, k, D]
+    idx = base + yy[..., :, None] * w + xx[..., None, :]  # [..., k, k]
+    return flat[idx]  # [..., k, k, D]
 
   wy_, wx_ = wy[..., :, None, None], wx[..., None, :, None]
-  val = (gather(y0, x0) * (1 - wy_) * (1 - wx_) + gather(y0, x1) * (1 - wy_) * wx_
-         + gather(y1, x0) * wy_ * (1 - wx_) + gather(y1, x1) * wy_ * wx_)
+  val = (
+    gather(y0, x0) * (1 - wy_) * (1 - wx_)
+    + gather(y0, x1) * (1 - wy_) * wx_
+    + gather(y1, x0) * wy_ * (1 - wx_)
+    + gather(y1, x1) * wy_ * wx_
+  )
   lead = val.shape[:-3]
   val = val.reshape(*lead, size, samples, size, samples, d).mean((-4, -2))
   return val.reshape(*lead, size * size, d)
@@ -81,10 +85,10 @@ def roi_align_mean(grid: jax.Array, boxes: jax.Array, samples: int = 4) -> jax.A
   _, h, w, _ = grid.shape
 
   def axis_weights(lo, hi, n):
-    pos = sample_positions(lo, hi, samples, n)                             # [B, K, S]
+    pos = sample_positions(lo, hi, samples, n)  # [B, K, S]
     cells = jnp.arange(n, dtype=jnp.float32)
-    hat = jnp.maximum(0.0, 1.0 - jnp.abs(pos[..., None] - cells))          # [B, K, S, N]
-    return hat.mean(axis=2)                                                # [B, K, N]
+    hat = jnp.maximum(0.0, 1.0 - jnp.abs(pos[..., None] - cells))  # [B, K, S, N]
+    return hat.mean(axis=2)  # [B, K, N]
 
   wx = axis_weights(boxes[..., 0], boxes[..., 2], w)
   wy = axis_weights(boxes[..., 1], boxes[..., 3], h)

@@ -37,13 +37,13 @@ import numpy as np
 # (width, depth, mlp_dim, heads) by size name, as in the ViT paper (plus Ti/S from DeiT and a
 # "mu" size for CPU tests).
 _SIZES = {
-    "mu": (32, 2, 64, 2),
-    "Ti": (192, 12, 768, 3),
-    "S": (384, 12, 1536, 6),
-    "M": (512, 12, 2048, 8),
-    "B": (768, 12, 3072, 12),
-    "L": (1024, 24, 4096, 16),
-    "H": (1280, 32, 5120, 16),
+  "mu": (32, 2, 64, 2),
+  "Ti": (192, 12, 768, 3),
+  "S": (384, 12, 1536, 6),
+  "M": (512, 12, 2048, 8),
+  "B": (768, 12, 3072, 12),
+  "L": (1024, 24, 4096, 16),
+  "H": (1280, 32, 5120, 16),
 }
 
 
@@ -53,11 +53,13 @@ def decode_variant(variant: str | None) -> dict[str, Any]:
     return {}
   m = re.fullmatch(r"(\w+)/(\d+)", variant)
   if not m or m.group(1) not in _SIZES:
-    raise ValueError(f"Unknown ViT variant {variant!r}; expected <size>/<patch> with size in "
-                     f"{sorted(_SIZES)}")
+    raise ValueError(
+      f"Unknown ViT variant {variant!r}; expected <size>/<patch> with size in {sorted(_SIZES)}"
+    )
   width, depth, mlp_dim, heads = _SIZES[m.group(1)]
-  return dict(width=width, depth=depth, mlp_dim=mlp_dim, num_heads=heads,
-              patch_size=int(m.group(2)))
+  return dict(
+    width=width, depth=depth, mlp_dim=mlp_dim, num_heads=heads, patch_size=int(m.group(2))
+  )
 
 
 def resample_posemb(posemb: jax.Array, new_hw: Sequence[int]) -> jax.Array:
@@ -87,12 +89,16 @@ class MlpBlock(nn.Module):
   @nn.compact
   def __call__(self, x, train: bool):
     d = x.shape[-1]
-    x = nn.Dense(self.mlp_dim, kernel_init=nn.initializers.xavier_uniform(),
-                 bias_init=nn.initializers.normal(1e-6))(x)
+    x = nn.Dense(
+      self.mlp_dim,
+      kernel_init=nn.initializers.xavier_uniform(),
+      bias_init=nn.initializers.normal(1e-6),
+    )(x)
     x = activation(self.act)(x)
     x = nn.Dropout(self.dropout)(x, deterministic=not train)
-    return nn.Dense(d, kernel_init=nn.initializers.xavier_uniform(),
-                    bias_init=nn.initializers.normal(1e-6))(x)
+    return nn.Dense(
+      d, kernel_init=nn.initializers.xavier_uniform(), bias_init=nn.initializers.normal(1e-6)
+    )(x)
 
 
 class Encoder1DBlock(nn.Module):
@@ -101,6 +107,7 @@ class Encoder1DBlock(nn.Module):
   With `layer_scale` (DINOv2) each branch is multiplied by a learned per-channel vector
   (`ls1`, `ls2`, initialised to 1) before the residual add.
   """
+
   mlp_dim: int
   num_heads: int
   dropout: float = 0.0
@@ -114,8 +121,11 @@ class Encoder1DBlock(nn.Module):
     d = x.shape[-1]
     y = nn.LayerNorm(epsilon=self.ln_eps)(x)
     y = nn.MultiHeadDotProductAttention(
-        num_heads=self.num_heads, kernel_init=nn.initializers.xavier_uniform(),
-        deterministic=not train, dropout_rate=self.dropout)(y, y)
+      num_heads=self.num_heads,
+      kernel_init=nn.initializers.xavier_uniform(),
+      deterministic=not train,
+      dropout_rate=self.dropout,
+    )(y, y)
     if self.layer_scale:
       y = y * self.param("ls1", nn.initializers.ones, (d,), jnp.float32).astype(y.dtype)
     y = nn.Dropout(self.dropout)(y, deterministic=not train)
@@ -130,6 +140,7 @@ class Encoder1DBlock(nn.Module):
 
 class Encoder(nn.Module):
   """`depth` blocks then a final LayerNorm; names match big_vision's checkpoints."""
+
   depth: int
   mlp_dim: int
   num_heads: int
@@ -142,14 +153,22 @@ class Encoder(nn.Module):
   def __call__(self, x, train: bool):
     blocks = {}
     for i in range(self.depth):
-      x = Encoder1DBlock(self.mlp_dim, self.num_heads, self.dropout, self.mlp_act, self.ln_eps,
-                         self.layer_scale, name=f"encoderblock_{i}")(x, train)
+      x = Encoder1DBlock(
+        self.mlp_dim,
+        self.num_heads,
+        self.dropout,
+        self.mlp_act,
+        self.ln_eps,
+        self.layer_scale,
+        name=f"encoderblock_{i}",
+      )(x, train)
       blocks[f"block{i}"] = x
     return nn.LayerNorm(epsilon=self.ln_eps, name="encoder_norm")(x), blocks
 
 
 class _ViT(nn.Module):
   """See the module docstring."""
+
   width: int = 192
   depth: int = 12
   mlp_dim: int = 768
@@ -160,10 +179,10 @@ class _ViT(nn.Module):
   dropout: float = 0.0
   # Architecture switches for imported backbones (relations/nn/vit_import.py); the defaults are
   # big_vision's ViT.
-  mlp_act: str = "gelu_tanh"   # gelu_tanh | gelu (HF ViT, DINOv2) | quick_gelu (CLIP)
-  ln_eps: float = 1e-6         # LayerNorm epsilon (HF ViT 1e-12, CLIP 1e-5)
-  layer_scale: bool = False    # DINOv2's per-channel residual branch scales
-  pre_norm: bool = False       # CLIP's LayerNorm on the embedded tokens, before block 0
+  mlp_act: str = "gelu_tanh"  # gelu_tanh | gelu (HF ViT, DINOv2) | quick_gelu (CLIP)
+  ln_eps: float = 1e-6  # LayerNorm epsilon (HF ViT 1e-12, CLIP 1e-5)
+  layer_scale: bool = False  # DINOv2's per-channel residual branch scales
+  pre_norm: bool = False  # CLIP's LayerNorm on the embedded tokens, before block 0
 
   @nn.compact
   def __call__(self, images, train: bool = False):
@@ -174,8 +193,12 @@ class _ViT(nn.Module):
       raise ValueError(f"Image size {h}x{w} is not a multiple of the patch size {p}; pad first.")
     x = nn.Conv(self.width, (p, p), strides=(p, p), padding="VALID", name="embedding")(images)
     gh, gw = x.shape[1:3]
-    posemb = self.param("pos_embedding", nn.initializers.normal(stddev=1 / np.sqrt(self.width)),
-                        (1, *self.posemb_grid, self.width), jnp.float32)
+    posemb = self.param(
+      "pos_embedding",
+      nn.initializers.normal(stddev=1 / np.sqrt(self.width)),
+      (1, *self.posemb_grid, self.width),
+      jnp.float32,
+    )
     x = x + resample_posemb(posemb, (gh, gw)).astype(x.dtype)
     x = jnp.reshape(x, (b, gh * gw, self.width))
     n_extra = 0
@@ -186,8 +209,16 @@ class _ViT(nn.Module):
     if self.pre_norm:
       x = nn.LayerNorm(epsilon=self.ln_eps, name="pre_norm")(x)
     x = nn.Dropout(self.dropout)(x, deterministic=not train)
-    x, blocks = Encoder(self.depth, self.mlp_dim, self.num_heads, self.dropout, self.mlp_act,
-                        self.ln_eps, self.layer_scale, name="Transformer")(x, train)
+    x, blocks = Encoder(
+      self.depth,
+      self.mlp_dim,
+      self.num_heads,
+      self.dropout,
+      self.mlp_act,
+      self.ln_eps,
+      self.layer_scale,
+      name="Transformer",
+    )(x, train)
     out.update(blocks)
     tokens = x[:, n_extra:]
     out["encoded"] = tokens
@@ -267,8 +298,9 @@ def load(params: dict, path: str, *, strict: bool = True) -> dict:
         v = v.reshape(1, side, side, v.shape[-1])
       v = np.asarray(resample_posemb(jnp.asarray(v), target.shape[1:3]))
     if tuple(v.shape) != tuple(target.shape):
-      raise ValueError(f"{path}: key {key!r} has shape {tuple(v.shape)}, the model expects "
-                       f"{tuple(target.shape)}")
+      raise ValueError(
+        f"{path}: key {key!r} has shape {tuple(v.shape)}, the model expects {tuple(target.shape)}"
+      )
     new[key] = v.astype(target.dtype)
     found.add(key)
   missing = sorted(set(ours) - found)

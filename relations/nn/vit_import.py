@@ -45,17 +45,22 @@ from relations.nn import vit
 
 # Published preprocessing of each family (pixel mean / std on [0, 1] images).
 _NORM = {
-    "vit": ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)),
-    "dinov2": ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
-    "clip": ((0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)),
+  "vit": ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)),
+  "dinov2": ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
+  "clip": ((0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)),
 }
-_ACT = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
-        "quick_gelu": "quick_gelu"}
+_ACT = {
+  "gelu": "gelu",
+  "gelu_new": "gelu_tanh",
+  "gelu_pytorch_tanh": "gelu_tanh",
+  "quick_gelu": "quick_gelu",
+}
 
 
 @dataclasses.dataclass
 class Report:
   """What a load did: `unfilled` model parameters kept their init, `unused` checkpoint tensors."""
+
   path: str
   family: str
   filled: list[str]
@@ -63,9 +68,11 @@ class Report:
   unused: list[str]
 
   def summary(self) -> str:
-    return (f"{self.path} ({self.family}): filled {len(self.filled)} parameters; "
-            f"not filled ({len(self.unfilled)}): {self.unfilled}; "
-            f"checkpoint tensors not used ({len(self.unused)}): {self.unused}")
+    return (
+      f"{self.path} ({self.family}): filled {len(self.filled)} parameters; "
+      f"not filled ({len(self.unfilled)}): {self.unfilled}; "
+      f"checkpoint tensors not used ({len(self.unused)}): {self.unused}"
+    )
 
 
 # ---------------------------------------------------------------- reading files
@@ -76,8 +83,9 @@ def _hf_paths(path: str) -> tuple[str, str]:
     weights, cfg = path, os.path.join(os.path.dirname(path), "config.json")
   for p in (weights, cfg):
     if not os.path.exists(p):
-      raise FileNotFoundError(f"{p}: missing (a Hugging Face checkpoint is model.safetensors "
-                              "with its config.json)")
+      raise FileNotFoundError(
+        f"{p}: missing (a Hugging Face checkpoint is model.safetensors with its config.json)"
+      )
   return weights, cfg
 
 
@@ -89,8 +97,10 @@ def read_hf_config(path: str) -> dict[str, Any]:
   if cfg.get("model_type") == "clip":
     cfg = {**cfg.get("vision_config", {}), "model_type": "clip", "_tower": "vision_model."}
   if cfg.get("model_type") not in ("vit", "dinov2", "clip_vision_model", "clip"):
-    raise ValueError(f"{cfg_path}: model_type {cfg.get('model_type')!r} is not a supported ViT "
-                     "(vit, dinov2, clip_vision_model, clip)")
+    raise ValueError(
+      f"{cfg_path}: model_type {cfg.get('model_type')!r} is not a supported ViT "
+      "(vit, dinov2, clip_vision_model, clip)"
+    )
   return cfg
 
 
@@ -108,31 +118,40 @@ def hf_vit_kwargs(path: str) -> dict[str, Any]:
   if cfg.get("use_swiglu_ffn"):
     raise ValueError(f"{path}: DINOv2 with a SwiGLU MLP (giant) is not supported")
   width = int(cfg["hidden_size"])
-  return dict(width=width, depth=int(cfg["num_hidden_layers"]),
-              mlp_dim=int(cfg.get("intermediate_size") or width * cfg.get("mlp_ratio", 4)),
-              num_heads=int(cfg["num_attention_heads"]), patch_size=int(cfg["patch_size"]),
-              pool_type="tok", mlp_act=_ACT[act],
-              ln_eps=float(cfg.get("layer_norm_eps", 1e-12 if fam == "vit" else 1e-6)),
-              layer_scale=fam == "dinov2", pre_norm=fam == "clip")
+  return dict(
+    width=width,
+    depth=int(cfg["num_hidden_layers"]),
+    mlp_dim=int(cfg.get("intermediate_size") or width * cfg.get("mlp_ratio", 4)),
+    num_heads=int(cfg["num_attention_heads"]),
+    patch_size=int(cfg["patch_size"]),
+    pool_type="tok",
+    mlp_act=_ACT[act],
+    ln_eps=float(cfg.get("layer_norm_eps", 1e-12 if fam == "vit" else 1e-6)),
+    layer_scale=fam == "dinov2",
+    pre_norm=fam == "clip",
+  )
 
 
 def _read_safetensors(path: str) -> dict[str, np.ndarray]:
   from safetensors import safe_open  # pylint: disable=g-import-not-at-top
+
   out = {}
   with safe_open(path, framework="np") as f:
     for key in f.keys():
       try:
         out[key] = np.asarray(f.get_tensor(key), np.float32)
       except TypeError as e:  # bfloat16: numpy has no such dtype
-        raise ValueError(f"{path}: tensor {key!r} has an unsupported dtype ({e}); save the "
-                         "checkpoint in float32") from None
+        raise ValueError(
+          f"{path}: tensor {key!r} has an unsupported dtype ({e}); save the checkpoint in float32"
+        ) from None
   return out
 
 
 def _normalisation(path: str, fam: str):
   mean, std = _NORM[fam]
-  pp = os.path.join(path if os.path.isdir(path) else os.path.dirname(path),
-                    "preprocessor_config.json")
+  pp = os.path.join(
+    path if os.path.isdir(path) else os.path.dirname(path), "preprocessor_config.json"
+  )
   if os.path.exists(pp):
     with open(pp) as f:
       d = json.load(f)
@@ -151,7 +170,7 @@ def _hf_to_ours(ckpt: dict[str, np.ndarray], cfg, path: str):
   prefix = cfg.get("_tower", "")
   t = {}
   for k, v in ckpt.items():
-    k2 = k[len(prefix):] if prefix and k.startswith(prefix) else k
+    k2 = k[len(prefix) :] if prefix and k.startswith(prefix) else k
     k2 = re.sub(r"^(vit|dinov2|vision_model)\.", "", k2)
     t[k2] = (k, v)
   out, sources, pending = {}, {}, []
@@ -171,11 +190,11 @@ def _hf_to_ours(ckpt: dict[str, np.ndarray], cfg, path: str):
     w, b = take(src + ".weight"), t.get(src + ".bias", (None, None))[1]
     if w is None:
       return
-    k = w.T                                     # torch Linear [out, in] -> [in, out]
-    if split_heads == "in":                     # q/k/v: [D, H, hd]
+    k = w.T  # torch Linear [out, in] -> [in, out]
+    if split_heads == "in":  # q/k/v: [D, H, hd]
       k = k.reshape(k.shape[0], heads, -1)
       b = None if b is None else b.reshape(heads, -1)
-    elif split_heads == "out":                  # output projection: [H, hd, D]
+    elif split_heads == "out":  # output projection: [H, hd, D]
       k = k.reshape(heads, -1, k.shape[-1])
     put(dst + "/kernel", k)
     pending.clear()
@@ -196,14 +215,21 @@ def _hf_to_ours(ckpt: dict[str, np.ndarray], cfg, path: str):
     pending.clear()
 
   if fam == "clip":
-    names = ("embeddings.class_embedding", "embeddings.position_embedding.weight",
-             "embeddings.patch_embedding.weight", "embeddings.patch_embedding.bias")
+    names = (
+      "embeddings.class_embedding",
+      "embeddings.position_embedding.weight",
+      "embeddings.patch_embedding.weight",
+      "embeddings.patch_embedding.bias",
+    )
     norm("pre_layrnorm", "pre_norm")
     norm("post_layernorm", "Transformer/encoder_norm")
   else:
-    names = ("embeddings.cls_token", "embeddings.position_embeddings",
-             "embeddings.patch_embeddings.projection.weight",
-             "embeddings.patch_embeddings.projection.bias")
+    names = (
+      "embeddings.cls_token",
+      "embeddings.position_embeddings",
+      "embeddings.patch_embeddings.projection.weight",
+      "embeddings.patch_embeddings.projection.bias",
+    )
     norm("layernorm", "Transformer/encoder_norm")
   for name in names[:3]:
     if name not in t:
@@ -217,7 +243,7 @@ def _hf_to_ours(ckpt: dict[str, np.ndarray], cfg, path: str):
   put("pos_embedding", pos[:, 1:])
   # Fold the pixel normalisation into the patch embedding: our pixels are x in [-1, 1].
   mean, std = _normalisation(path, fam)
-  w = patch_w.astype(np.float64)                # [D, 3, p, p]
+  w = patch_w.astype(np.float64)  # [D, 3, p, p]
   b = np.zeros(w.shape[0]) if patch_b is None else patch_b.astype(np.float64)
   b = b + np.einsum("dcij,c->d", w, (0.5 - mean) / std)
   w = w / (2 * std)[None, :, None, None]
@@ -274,7 +300,7 @@ def _fix_old_big_vision(ckpt: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
   pe = out.get("pos_embedding")
   if pe is not None and "cls" in out and pe.ndim == 3:
     side = int(round(np.sqrt(pe.shape[1] - 1)))
-    if side * side == pe.shape[1] - 1:          # a CLS position: fold it into the token
+    if side * side == pe.shape[1] - 1:  # a CLS position: fold it into the token
       out["cls"] = out["cls"] + pe[:, :1]
       out["pos_embedding"] = pe[:, 1:]
   return out
@@ -334,14 +360,21 @@ def load(params: dict, path: str) -> tuple[dict, Report]:
         v = np.asarray(vit.resample_posemb(jnp.asarray(v, jnp.float32), target.shape[1:3]))
     if tuple(v.shape) != tuple(target.shape):
       name = sources[key][0]
-      raise ValueError(f"{path}: tensor {name!r} has shape {tuple(v.shape)}, the model's "
-                       f"{key!r} is {tuple(target.shape)}")
+      raise ValueError(
+        f"{path}: tensor {name!r} has shape {tuple(v.shape)}, the model's "
+        f"{key!r} is {tuple(target.shape)}"
+      )
     new[key] = np.asarray(v, target.dtype)
     filled.append(key)
     used_src.update(sources[key])
   all_src = set(raw)
-  report = Report(path=path, family=family, filled=sorted(filled),
-                  unfilled=sorted(set(ours) - set(filled)), unused=sorted(all_src - used_src))
+  report = Report(
+    path=path,
+    family=family,
+    filled=sorted(filled),
+    unfilled=sorted(set(ours) - set(filled)),
+    unused=sorted(all_src - used_src),
+  )
   return jax.tree.map(jnp.asarray, vit.unflatten_params(new)), report
 
 
@@ -368,17 +401,20 @@ def check_architecture(vit_kw: dict[str, Any], path: str) -> None:
   if path.endswith(".npz"):
     return
   want = hf_vit_kwargs(path)
-  have = {**vit.decode_variant(vit_kw.get("variant")),
-          **{k: v for k, v in vit_kw.items() if k != "variant"}}
+  have = {
+    **vit.decode_variant(vit_kw.get("variant")),
+    **{k: v for k, v in vit_kw.items() if k != "variant"},
+  }
   defaults = {f.name: f.default for f in dataclasses.fields(vit._ViT)}  # pylint: disable=protected-access
   bad = []
   for k, v in want.items():
     got = have.get(k, defaults.get(k))
-    if (abs(float(got) - float(v)) > 1e-15 * max(abs(v), 1) if isinstance(v, float) else got != v):
+    if abs(float(got) - float(v)) > 1e-15 * max(abs(v), 1) if isinstance(v, float) else got != v:
       bad.append(f"model.vit.{k}={v!r} (config has {got!r})")
   if bad:
-    raise ValueError(f"{path}: the config's ViT does not match the checkpoint; set "
-                     + ", ".join(bad))
+    raise ValueError(
+      f"{path}: the config's ViT does not match the checkpoint; set " + ", ".join(bad)
+    )
 
 
 def load_into(params: dict, path: str, prefix: tuple[str, ...], log=None) -> dict:
@@ -393,20 +429,21 @@ def load_into(params: dict, path: str, prefix: tuple[str, ...], log=None) -> dic
 # `configs/<task>.py:...,backbone=<name>` sets `model.vit` from here and names the checkpoint the
 # paper setup starts from; `model.init_from` is the local path of that download.
 BACKBONES = {
-    "augreg_b16": dict(
-        vit=dict(variant="B/16", pool_type="tok"),
-        checkpoint="AugReg ViT-B/16, ImageNet-21k (big_vision .npz)",
-        url="gs://vit_models/augreg/B_16-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.0-sd_0.0.npz"),
-    "dinov2_b14": dict(
-        vit=dict(variant="B/14", pool_type="tok", mlp_act="gelu", ln_eps=1e-6,
-                 layer_scale=True),
-        checkpoint="DINOv2 ViT-B/14 (Hugging Face facebook/dinov2-base)",
-        url="https://huggingface.co/facebook/dinov2-base"),
-    "clip_b16": dict(
-        vit=dict(variant="B/16", pool_type="tok", mlp_act="quick_gelu", ln_eps=1e-5,
-                 pre_norm=True),
-        checkpoint="CLIP ViT-B/16 vision tower (Hugging Face openai/clip-vit-base-patch16)",
-        url="https://huggingface.co/openai/clip-vit-base-patch16"),
+  "augreg_b16": dict(
+    vit=dict(variant="B/16", pool_type="tok"),
+    checkpoint="AugReg ViT-B/16, ImageNet-21k (big_vision .npz)",
+    url="gs://vit_models/augreg/B_16-i21k-300ep-lr_0.001-aug_medium1-wd_0.1-do_0.0-sd_0.0.npz",
+  ),
+  "dinov2_b14": dict(
+    vit=dict(variant="B/14", pool_type="tok", mlp_act="gelu", ln_eps=1e-6, layer_scale=True),
+    checkpoint="DINOv2 ViT-B/14 (Hugging Face facebook/dinov2-base)",
+    url="https://huggingface.co/facebook/dinov2-base",
+  ),
+  "clip_b16": dict(
+    vit=dict(variant="B/16", pool_type="tok", mlp_act="quick_gelu", ln_eps=1e-5, pre_norm=True),
+    checkpoint="CLIP ViT-B/16 vision tower (Hugging Face openai/clip-vit-base-patch16)",
+    url="https://huggingface.co/openai/clip-vit-base-patch16",
+  ),
 }
 
 
@@ -423,15 +460,18 @@ def load_backbone(model_config, params: dict, prefix: tuple[str, ...]) -> dict:
     `backbone`, a warning says the backbone is random), else the new params.
   """
   from absl import logging  # pylint: disable=g-import-not-at-top
+
   path = model_config.get("init_from") or ""
   backbone = model_config.get("backbone") or ""
   if not path:
     if backbone:
       b = BACKBONES[backbone]
       logging.warning(
-          "model.init_from is empty: the ViT backbone starts from RANDOM weights. The paper "
-          "setup starts from %s; download %s and pass --config.model.init_from=<local path>.",
-          b["checkpoint"], b["url"])
+        "model.init_from is empty: the ViT backbone starts from RANDOM weights. The paper "
+        "setup starts from %s; download %s and pass --config.model.init_from=<local path>.",
+        b["checkpoint"],
+        b["url"],
+      )
     return params
   vit_kw = dict(model_config.get("vit") or {})
   if model_config.get("vit_variant"):

@@ -42,8 +42,7 @@ HEADLINE = ("B-ODS", "B-OIS", "B-AP", "O-ODS", "O-OIS", "O-AP", "AC")
 def overlay(image, prob, theta):
   """RGB uint8 [H, W, 3]: hue = orientation, opacity = probability."""
   hsv = np.zeros(prob.shape + (3,), np.uint8)
-  hsv[..., 0] = np.round((np.mod(theta + np.pi, 2 * np.pi)) / (2 * np.pi)
-                         * 179).astype(np.uint8)
+  hsv[..., 0] = np.round((np.mod(theta + np.pi, 2 * np.pi)) / (2 * np.pi) * 179).astype(np.uint8)
   hsv[..., 1] = 255
   hsv[..., 2] = 255
   color = cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB).astype(np.float32)
@@ -74,30 +73,38 @@ def write_and_score(items, source, outdir, eval_config):
   Returns:
     dict of the HEADLINE metrics (floats) plus "num_images".
   """
-  from relations.occlusion.metrics import api# pylint: disable=g-import-not-at-top
+  from relations.occlusion.metrics import api  # pylint: disable=g-import-not-at-top
+
   samples = []
   for i, (prob, theta) in items:
     ex = source[i]
     image_id = io_util.as_str(ex["id"])
     realoob_io.write_prediction(outdir, image_id, prob, theta)
-    _write_rgb(os.path.join(outdir, "overlay", image_id + ".png"),
-               overlay(np.asarray(ex["image"]), prob, theta))
+    _write_rgb(
+      os.path.join(outdir, "overlay", image_id + ".png"),
+      overlay(np.asarray(ex["image"]), prob, theta),
+    )
     pr = realoob_io.read_prediction(outdir, image_id)
-    samples.append({
-        "id": image_id, "prob": pr["boundaries"],
+    samples.append(
+      {
+        "id": image_id,
+        "prob": pr["boundaries"],
         "theta_pred": pr["orientation"],
         "gts": list(np.asarray(ex["boundaries"], bool)),
         "theta_gts": list(np.asarray(ex["orientation"], np.float32)),
         "valids": list(np.asarray(ex["valid"], bool)),
-    })
+      }
+    )
   res = api.evaluate_arrays(
-      samples, protocol=eval_config.get("protocol", "doob"),
-      valid_only=bool(eval_config.get("valid_only", True)),
-      border=int(eval_config.get("border", 2)),
-      nthresh=int(eval_config.get("nthresh", 99)),
-      num_workers=int(eval_config.get("num_workers", 0)) or None,
-      matcher=eval_config.get("matcher", "exact"),
-      bsds_seed=int(eval_config.get("bsds_seed", 0)))
+    samples,
+    protocol=eval_config.get("protocol", "doob"),
+    valid_only=bool(eval_config.get("valid_only", True)),
+    border=int(eval_config.get("border", 2)),
+    nthresh=int(eval_config.get("nthresh", 99)),
+    num_workers=int(eval_config.get("num_workers", 0)) or None,
+    matcher=eval_config.get("matcher", "exact"),
+    bsds_seed=int(eval_config.get("bsds_seed", 0)),
+  )
   out = {k: float(res[k]) for k in HEADLINE}
   out["num_images"] = float(len(samples))
   return out
@@ -140,18 +147,18 @@ class Evaluator:
   """See the module docstring; constructed by the trainer."""
 
   def __init__(self, model, config, eval_config, workdir):
-    from relations.occlusion import task as occlusion# pylint: disable=g-import-not-at-top
-    from relations.occlusion.metrics import api# pylint: disable=g-import-not-at-top
+    from relations.occlusion import task as occlusion  # pylint: disable=g-import-not-at-top
+    from relations.occlusion.metrics import api  # pylint: disable=g-import-not-at-top
+
     # Fail at start-up, not hours later at the first evaluation.
-    api.check_matcher(eval_config.get("matcher", "exact"),
-                      int(eval_config.get("bsds_seed", 0)))
+    api.check_matcher(eval_config.get("matcher", "exact"), int(eval_config.get("bsds_seed", 0)))
     self.model, self.config, self.eval_config = model, config, eval_config
     self.workdir = workdir
-    self.source = occlusion.make_builder(config).as_data_source(
-        eval_config.split)
+    self.source = occlusion.make_builder(config).as_data_source(eval_config.split)
     vit_kw = dict(config.model.get("vit") or {})
     if config.model.get("vit_variant"):
-      from relations.nn import vit# pylint: disable=g-import-not-at-top
+      from relations.nn import vit  # pylint: disable=g-import-not-at-top
+
       vit_kw = {**vit.decode_variant(config.model.vit_variant), **vit_kw}
     self.patch = int(vit_kw.get("patch_size", 16))
 
@@ -190,12 +197,17 @@ class Evaluator:
     def emit(i, out):
       del i
       prob, theta, hw = out
-      return (occlusion_pp.crop_back(prob, hw),
-              occlusion_pp.crop_back(theta, hw))
+      return (occlusion_pp.crop_back(prob, hw), occlusion_pp.crop_back(theta, hw))
 
     items = eval_loop.predict_shard(
-        num_images(self.source, self.eval_config), load, predict,
-        int(self.eval_config.get("batch_size", 1)), emit,
-        bucket=lambda i, ex: ex["image"].shape, mesh=mesh)
-    return eval_loop.finish(items, lambda all_items: write_and_score(
-        all_items, self.source, outdir, self.eval_config))
+      num_images(self.source, self.eval_config),
+      load,
+      predict,
+      int(self.eval_config.get("batch_size", 1)),
+      emit,
+      bucket=lambda i, ex: ex["image"].shape,
+      mesh=mesh,
+    )
+    return eval_loop.finish(
+      items, lambda all_items: write_and_score(all_items, self.source, outdir, self.eval_config)
+    )

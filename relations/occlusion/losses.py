@@ -38,8 +38,7 @@ def attention_loss(logits, target, mask, beta=4.0, gamma=0.5):
   # (1 - p)^gamma and p^gamma with a floor so the gradient stays finite at 0.
   wp = beta ** (jnp.maximum(1 - p, 1e-6) ** gamma)
   wn = beta ** (jnp.maximum(p, 1e-6) ** gamma)
-  loss = -(alpha * wp * target * lp
-           + (1 - alpha) * wn * (1 - target) * ln) * mask
+  loss = -(alpha * wp * target * lp + (1 - alpha) * wn * (1 - target) * ln) * mask
   return jnp.mean(loss.sum((1, 2)) / jnp.maximum(mask.sum((1, 2)), 1.0))
 
 
@@ -65,6 +64,5 @@ def orientation_loss(vec, theta, valid, kind="cosine"):
     ad = jnp.abs(d)
     per = jnp.where(ad < 1.0, 0.5 * d * d, ad - 0.5)
   else:
-    raise ValueError(f"orientation loss: unknown kind {kind!r} "
-                     "(cosine, smooth_l1)")
+    raise ValueError(f"orientation loss: unknown kind {kind!r} (cosine, smooth_l1)")
   return (per * valid).sum() / jnp.maximum(valid.sum(), 1.0)

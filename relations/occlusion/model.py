@@ -40,6 +40,7 @@ def _resize(x, h, w):
 
 class HiResBranch(nn.Module):
   """Light conv branch on the image: [B, H, W, 3] -> [B, H, W, C]."""
+
   channels: int = 16
 
   @nn.compact
@@ -56,6 +57,7 @@ class HiResBranch(nn.Module):
 
 class OcclusionViT(nn.Module):
   """See the module docstring."""
+
   vit_config: Any = None  # kwargs of vit.Model (variant=... or sizes)
   head_dim: int = 64
   fuse_dim: int = 32
@@ -83,16 +85,17 @@ class OcclusionViT(nn.Module):
     f = self.fuse_dim
     x = _resize(nn.Dense(f, name="narrow")(x), h, w)
     if self.hires:
-      x = jnp.concatenate([x, HiResBranch(self.hires_channels,
-                                          name="hires")(images)], -1)
+      x = jnp.concatenate([x, HiResBranch(self.hires_channels, name="hires")(images)], -1)
     x = nn.gelu(nn.Conv(f, (3, 3), name="fuse0")(x))
     x = nn.gelu(nn.Conv(f, (3, 3), name="fuse1")(x))
     # Start at the OB prior (p ~ 2%, RetinaNet's trick): from p = 0.5 the
     # class-balanced losses (negatives weighted ~0.03) take thousands of
     # steps to push the background down.
-    out = {"boundary_logits": nn.Conv(
-        1, (1, 1), bias_init=nn.initializers.constant(self.prior_logit),
-        name="boundary")(x)[..., 0]}
+    out = {
+      "boundary_logits": nn.Conv(
+        1, (1, 1), bias_init=nn.initializers.constant(self.prior_logit), name="boundary"
+      )(x)[..., 0]
+    }
     if self.orientation:
       vec = nn.Conv(2, (1, 1), name="orient")(x)
       out["orientation_vec"] = vec
@@ -100,8 +103,12 @@ class OcclusionViT(nn.Module):
     return out
 
 
-def Model(*, vit_variant: Optional[str] = None, vit_kw: Any = None,  # pylint: disable=invalid-name
-          **kw) -> OcclusionViT:
+def Model(
+  *,
+  vit_variant: Optional[str] = None,
+  vit_kw: Any = None,  # pylint: disable=invalid-name
+  **kw,
+) -> OcclusionViT:
   """Factory: `Model(vit_variant="B/16", vit_kw=dict(posemb_grid=(32, 32)))`."""
   vit_cfg = dict(vit_kw or {})
   if vit_variant:

@@ -17,7 +17,6 @@ TFDS -> train tiny -> predictions -> scores, plus a Canny baseline scored by
 the same evaluator).
 """
 
-
 import jax.numpy as jnp
 import numpy as np
 
@@ -29,11 +28,15 @@ from relations.occlusion import model as occlusion_vit
 # ---------------------------------------------------------------- data
 def make_builder(config):
   """Builds (if needed) and returns the TFDS builder named by `config.data`."""
-  from relations.occlusion.data import occlusion_boundaries# pylint: disable=g-import-not-at-top
-  from relations import tfds_util# pylint: disable=g-import-not-at-top
-  return tfds_util.ensure_built(occlusion_boundaries.Builder, config.data.data_dir,
-                                config.data.manual_dir or None,
-                                config=config.data.builder_config)
+  from relations.occlusion.data import occlusion_boundaries  # pylint: disable=g-import-not-at-top
+  from relations import tfds_util  # pylint: disable=g-import-not-at-top
+
+  return tfds_util.ensure_built(
+    occlusion_boundaries.Builder,
+    config.data.data_dir,
+    config.data.manual_dir or None,
+    config=config.data.builder_config,
+  )
 
 
 class TrainSource:
@@ -48,10 +51,12 @@ class TrainSource:
 
   def __init__(self, builder, split, with_depth=False):
     import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+
     self._features = builder.info.features
     self._keys = ("id", "image", "ob") + (("depth",) if with_depth else ())
     self._raw = builder.as_data_source(
-        split, deserialize_method=tfds.decode.DeserializeMethod.RAW_BYTES)
+      split, deserialize_method=tfds.decode.DeserializeMethod.RAW_BYTES
+    )
 
   def __len__(self):
     return len(self._raw)
@@ -76,28 +81,37 @@ def preprocess_train(example, rng, config):
     (h, w) = config.input.crop_size.
   """
   inp = config.input
-  kw = dict(scale_range=tuple(inp.scale_range), flips=inp.flips,
-            rotations=inp.rotations, photometric_strength=inp.photometric)
+  kw = dict(
+    scale_range=tuple(inp.scale_range),
+    flips=inp.flips,
+    rotations=inp.rotations,
+    photometric_strength=inp.photometric,
+  )
   if "sample" in example:
-    return occlusion_pp.train_sample(example["sample"], rng,
-                                     tuple(inp.crop_size), **kw)
+    return occlusion_pp.train_sample(example["sample"], rng, tuple(inp.crop_size), **kw)
   # Crop first: only the window under the crop is decoded to float and
   # transformed (`train_example`).
-  if "ob" in example:     # TrainSource: sparse labels
+  if "ob" in example:  # TrainSource: sparse labels
     num_ann = int(example["ob"]["annotators"])
   else:
     num_ann = np.asarray(example["boundaries"]).shape[0]
-  return occlusion_pp.train_example(example, int(rng.integers(num_ann)), rng,
-                                    tuple(inp.crop_size), **kw)
+  return occlusion_pp.train_example(
+    example, int(rng.integers(num_ann)), rng, tuple(inp.crop_size), **kw
+  )
 
 
 # ---------------------------------------------------------------- model
 def make_model(config):
   m = config.model
   return occlusion_vit.Model(
-      vit_variant=m.get("vit_variant") or None, vit_kw=m.get("vit"),
-      head_dim=m.head_dim, fuse_dim=m.fuse_dim, hires=m.hires,
-      hires_channels=m.hires_channels, orientation=m.orientation)
+    vit_variant=m.get("vit_variant") or None,
+    vit_kw=m.get("vit"),
+    head_dim=m.head_dim,
+    fuse_dim=m.fuse_dim,
+    hires=m.hires,
+    hires_channels=m.hires_channels,
+    orientation=m.orientation,
+  )
 
 
 def init_params(model, batch, rng):
@@ -108,28 +122,28 @@ def load_pretrained(config, params):
   """Imports `config.model.init_from` (big_vision .npz or HF ViT / DINOv2 / CLIP) into the ViT;
   warns when a config naming a pretrained `model.backbone` has none."""
   from relations.nn import vit_import  # pylint: disable=g-import-not-at-top
+
   return vit_import.load_backbone(config.model, params, ("vit",))
 
 
 def loss_fn(model, params, batch, rng, config):
-  out = model.apply({"params": params}, batch["image"], train=True,
-                    rngs={"dropout": rng})
+  out = model.apply({"params": params}, batch["image"], train=True, rngs={"dropout": rng})
   mask = batch["mask"]
   lc = config.loss
   if lc.boundary == "hed":
     lb = losses.hed_bce(out["boundary_logits"], batch["boundary"], mask)
   elif lc.boundary == "attention":
-    lb = losses.attention_loss(out["boundary_logits"], batch["boundary"],
-                                      mask, beta=lc.beta, gamma=lc.gamma)
+    lb = losses.attention_loss(
+      out["boundary_logits"], batch["boundary"], mask, beta=lc.beta, gamma=lc.gamma
+    )
   else:
-    raise ValueError(f"config.loss.boundary: unknown {lc.boundary!r} "
-                     "(hed, attention)")
+    raise ValueError(f"config.loss.boundary: unknown {lc.boundary!r} (hed, attention)")
   metrics = {"loss_boundary": lb}
   loss = lb
   if config.model.orientation:
     lo = losses.orientation_loss(
-        out["orientation_vec"], batch["orientation"], batch["valid"] * mask,
-        lc.orientation)
+      out["orientation_vec"], batch["orientation"], batch["valid"] * mask, lc.orientation
+    )
     loss = loss + lc.w_orientation * lo
     metrics["loss_orientation"] = lo
   return loss, metrics

@@ -9,8 +9,9 @@ from relations.train import distributed
 
 @cli_errors.entry_point
 def main(argv=None) -> int:
-  args, overrides = cli.parse(argv, "Train any relations config with the shared trainer.",
-                              prog="relations.train")
+  args, overrides = cli.parse(
+    argv, "Train any relations config with the shared trainer.", prog="relations.train"
+  )
   # Everything is checked before the first side effect (jax.distributed, the workdir,
   # config.json, a dataset build).
   cli_errors.check_output_dir(args.workdir)
@@ -18,11 +19,14 @@ def main(argv=None) -> int:
   # Before any other JAX call: it fixes the backend and the set of global devices.
   distributed.maybe_initialize(args.distributed)
   from absl import logging  # pylint: disable=g-import-not-at-top
-  from relations.train import trainer# pylint: disable=g-import-not-at-top
+  from relations.train import trainer  # pylint: disable=g-import-not-at-top
+
   logging.set_verbosity(logging.INFO)
   result = trainer.train(config, args.workdir)
-  print(f"finished at step {result.step} ({result.steps_per_sec:.2f} steps/s"
-        f"{', preempted' if result.preempted else ''})")
+  print(
+    f"finished at step {result.step} ({result.steps_per_sec:.2f} steps/s"
+    f"{', preempted' if result.preempted else ''})"
+  )
   return 143 if result.preempted else 0
 
 

@@ -17,29 +17,41 @@ import orbax.checkpoint as ocp
 
 def make_manager(workdir: str, *, keep: int, async_save: bool = True) -> ocp.CheckpointManager:
   return ocp.CheckpointManager(
-      os.path.join(os.path.abspath(workdir), "checkpoints"),
-      options=ocp.CheckpointManagerOptions(
-          max_to_keep=keep, enable_async_checkpointing=async_save,
-          cleanup_tmp_directories=True, create=True),
-      item_names=("state", "meta"))
+    os.path.join(os.path.abspath(workdir), "checkpoints"),
+    options=ocp.CheckpointManagerOptions(
+      max_to_keep=keep,
+      enable_async_checkpointing=async_save,
+      cleanup_tmp_directories=True,
+      create=True,
+    ),
+    item_names=("state", "meta"),
+  )
 
 
 def save(manager: ocp.CheckpointManager, step: int, state, meta: dict, *, force=False) -> None:
-  manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
-                                             meta=ocp.args.JsonSave(meta)), force=force)
+  manager.save(
+    step,
+    args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)),
+    force=force,
+  )
 
 
 def restore(manager: ocp.CheckpointManager, step: int, abstract_state):
   """Restores (state, meta) at `step` onto the shardings carried by `abstract_state`."""
-  restored = manager.restore(step, args=ocp.args.Composite(
-      state=ocp.args.StandardRestore(abstract_state), meta=ocp.args.JsonRestore()))
+  restored = manager.restore(
+    step,
+    args=ocp.args.Composite(
+      state=ocp.args.StandardRestore(abstract_state), meta=ocp.args.JsonRestore()
+    ),
+  )
   return restored["state"], restored["meta"]
 
 
 def abstract_of(state_shapes, shardings):
   """ShapeDtypeStructs that carry the target shardings (orbax restores into them)."""
-  return jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh),
-                      state_shapes, shardings)
+  return jax.tree.map(
+    lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), state_shapes, shardings
+  )
 
 
 def read_shapes(state_dir: str) -> dict:
@@ -63,6 +75,8 @@ def restore_params(state_dir: str, abstract_params):
   """
   item = {"params": abstract_params}
   restore_args = jax.tree.map(lambda x: ocp.ArrayRestoreArgs(sharding=x.sharding), item)
-  restored = ocp.PyTreeCheckpointer().restore(state_dir, args=ocp.args.PyTreeRestore(
-      item=item, restore_args=restore_args, partial_restore=True))
+  restored = ocp.PyTreeCheckpointer().restore(
+    state_dir,
+    args=ocp.args.PyTreeRestore(item=item, restore_args=restore_args, partial_restore=True),
+  )
   return restored["params"]

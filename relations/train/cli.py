@@ -18,12 +18,16 @@ def parse(argv: Sequence[str], description: str, extra=None, prog: str | None = 
   Raises:
     cli_errors.InputError: unknown flags, a flag without its value.
   """
-  parser = cli_errors.ArgumentParser(description=description,
-                                     prog=f"python -m {prog}" if prog else None)
+  parser = cli_errors.ArgumentParser(
+    description=description, prog=f"python -m {prog}" if prog else None
+  )
   parser.add_argument("--config", required=True, help="configs/x.py[:arg]")
   parser.add_argument("--workdir", required=True, help="checkpoints, logs and outputs go here")
-  parser.add_argument("--distributed", action="store_true",
-                      help="call jax.distributed.initialize() first (or RELATIONS_JAX_INIT=1)")
+  parser.add_argument(
+    "--distributed",
+    action="store_true",
+    help="call jax.distributed.initialize() first (or RELATIONS_JAX_INIT=1)",
+  )
   if extra:
     extra(parser)
   args, rest = parser.parse_known_args(list(argv))
@@ -37,7 +41,7 @@ def parse(argv: Sequence[str], description: str, extra=None, prog: str | None = 
           parser.error(f"{a} needs a value")
         a = f"{a}={rest[i + 1]}"
         i += 1
-      overrides.append(a[len("--config."):])
+      overrides.append(a[len("--config.") :])
     else:
       unknown.append(a)
     i += 1
@@ -52,6 +56,7 @@ def load_checked_config(spec: str, overrides: Sequence[str]):
   Runs before anything is written or built, so a typo costs nothing.
   """
   from relations.train import config_util  # pylint: disable=g-import-not-at-top
+
   try:
     config = config_util.load_config(spec, overrides)
   except FileNotFoundError as e:
@@ -62,9 +67,16 @@ def load_checked_config(spec: str, overrides: Sequence[str]):
     raise cli_errors.InputError(msg, file=spec) from None
   data = config.get("data") or {}
   manual_dir = data.get("manual_dir") if hasattr(data, "get") else None
-  if isinstance(manual_dir, str) and manual_dir and "://" not in manual_dir \
-      and not os.path.isdir(manual_dir):
+  if (
+    isinstance(manual_dir, str)
+    and manual_dir
+    and "://" not in manual_dir
+    and not os.path.isdir(manual_dir)
+  ):
     raise cli_errors.InputError(
-        f"{manual_dir}: no such directory; expected the dataset's official release files "
-        "(see the builder's MANUAL_DOWNLOAD_INSTRUCTIONS)", file=spec, field="data.manual_dir")
+      f"{manual_dir}: no such directory; expected the dataset's official release files "
+      "(see the builder's MANUAL_DOWNLOAD_INSTRUCTIONS)",
+      file=spec,
+      field="data.manual_dir",
+    )
   return config

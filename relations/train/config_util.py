@@ -72,8 +72,9 @@ def parse_arg(arg: str | None, **defaults: Any) -> ml_collections.ConfigDict:
       elif difflib.get_close_matches(item, list(defaults), n=1, cutoff=0.75):
         # `:tny` would otherwise silently become the first key's value (variant="tny").
         near = difflib.get_close_matches(item, list(defaults), n=1, cutoff=0.75)[0]
-        raise ValueError(f"Unknown config arg {item!r}; did you mean {near!r}? "
-                         f"Known keys: {sorted(defaults)}")
+        raise ValueError(
+          f"Unknown config arg {item!r}; did you mean {near!r}? Known keys: {sorted(defaults)}"
+        )
       elif first is not None and not isinstance(defaults[first], bool):
         key, value = first, item
       else:
@@ -91,7 +92,8 @@ def _load_module(path: str):
   if os.path.isdir(path):
     raise ValueError(f"{path}: is a directory; expected a config file configs/<task>.py")
   spec = importlib.util.spec_from_file_location(
-      "relations_config_" + os.path.basename(path).removesuffix(".py"), path)
+    "relations_config_" + os.path.basename(path).removesuffix(".py"), path
+  )
   if spec is None or spec.loader is None:
     raise ValueError(f"{path}: not a Python config file; expected configs/<task>.py")
   module = importlib.util.module_from_spec(spec)
@@ -103,18 +105,23 @@ def _load_module(path: str):
   try:
     spec.loader.exec_module(module)
   except SyntaxError as e:
-    raise ValueError(f"{path}: line {e.lineno}: Python syntax error in the config: "
-                     f"{e.msg}") from None
+    raise ValueError(
+      f"{path}: line {e.lineno}: Python syntax error in the config: {e.msg}"
+    ) from None
   except UnicodeDecodeError:
     raise ValueError(f"{path}: not UTF-8 text; expected a Python config file") from None
   finally:
     sys.path.remove(folder)
     for name in set(sys.modules) - before:
-      if os.path.dirname(os.path.abspath(getattr(sys.modules[name], "__file__", None) or "")) == folder:
+      if (
+        os.path.dirname(os.path.abspath(getattr(sys.modules[name], "__file__", None) or ""))
+        == folder
+      ):
         del sys.modules[name]
   if not callable(getattr(module, "get_config", None)):
-    raise ValueError(f"{path}: defines no get_config(arg); expected a config file like "
-                     "configs/occlusion.py")
+    raise ValueError(
+      f"{path}: defines no get_config(arg); expected a config file like configs/occlusion.py"
+    )
   return module
 
 
@@ -135,8 +142,9 @@ def _parse_value(key: str, raw: str, current: Any) -> Any:
   return value
 
 
-def apply_overrides(config: ml_collections.ConfigDict,
-                    overrides: Sequence[str]) -> ml_collections.ConfigDict:
+def apply_overrides(
+  config: ml_collections.ConfigDict, overrides: Sequence[str]
+) -> ml_collections.ConfigDict:
   """Applies 'a.b=value' strings to a locked config; unknown fields raise naming the field."""
   for ov in overrides:
     ov = ov.removeprefix("--config.")
@@ -147,7 +155,7 @@ def apply_overrides(config: ml_collections.ConfigDict,
     node = config
     for i, part in enumerate(parts[:-1]):
       if part not in node:
-        raise ValueError(f"Unknown config field {'.'.join(parts[:i + 1])!r} (in override {ov!r})")
+        raise ValueError(f"Unknown config field {'.'.join(parts[: i + 1])!r} (in override {ov!r})")
       node = node[part]
     leaf = parts[-1]
     if not isinstance(node, ml_collections.ConfigDict) or leaf not in node:
@@ -165,24 +173,37 @@ def apply_overrides(config: ml_collections.ConfigDict,
 # them, so that `--config.<key>=...` works for all of them); relations.train.trainer reads
 # them with these defaults.
 TRAINER_DEFAULTS = {
-    "grad_accum_steps": 1,
-    "fsdp_min_size": 2**12,          # leaves smaller than this (elements) stay replicated
-    "checkpoint_every": 100,
-    "keep_checkpoints": 2,
-    "async_checkpoints": True,
-    "log_every": 10,
-    "progress_every_seconds": 10.0,  # wall-clock interval of the `[train] step ...` lines
-    "check_finite_every": 1,
-    "preemption_sync_every": 10,     # multi-process runs agree on SIGTERM this often
+  "grad_accum_steps": 1,
+  "fsdp_min_size": 2**12,  # leaves smaller than this (elements) stay replicated
+  "checkpoint_every": 100,
+  "keep_checkpoints": 2,
+  "async_checkpoints": True,
+  "log_every": 10,
+  "progress_every_seconds": 10.0,  # wall-clock interval of the `[train] step ...` lines
+  "check_finite_every": 1,
+  "preemption_sync_every": 10,  # multi-process runs agree on SIGTERM this often
 }
 
 
 # Fields every trainer run reads that must be positive integers (`check_config`).
-_POSITIVE_INTS = ("total_steps", "input.batch_size", "grad_accum_steps", "checkpoint_every",
-                  "keep_checkpoints", "log_every", "check_finite_every",
-                  "preemption_sync_every")
-_NON_NEGATIVE = ("schedule.lr", "schedule.warmup_steps", "optax.weight_decay",
-                 "optax.clip_norm", "fsdp_min_size", "progress_every_seconds")
+_POSITIVE_INTS = (
+  "total_steps",
+  "input.batch_size",
+  "grad_accum_steps",
+  "checkpoint_every",
+  "keep_checkpoints",
+  "log_every",
+  "check_finite_every",
+  "preemption_sync_every",
+)
+_NON_NEGATIVE = (
+  "schedule.lr",
+  "schedule.warmup_steps",
+  "optax.weight_decay",
+  "optax.clip_norm",
+  "fsdp_min_size",
+  "progress_every_seconds",
+)
 
 
 def _get(config, dotted: str):
@@ -204,6 +225,7 @@ def check_config(config: ml_collections.ConfigDict) -> None:
   Raises:
     ValueError: naming the field, the value and what is expected.
   """
+
   def walk(node, prefix):
     for k, v in node.items():
       key = f"{prefix}{k}"
@@ -211,6 +233,7 @@ def check_config(config: ml_collections.ConfigDict) -> None:
         walk(v, key + ".")
       elif isinstance(v, float) and not math.isfinite(v):
         raise ValueError(f"config field {key!r}: expected a finite number, got {v}")
+
   walk(config, "")
   for key in _POSITIVE_INTS:
     v = _get(config, key)
@@ -226,12 +249,14 @@ def check_config(config: ml_collections.ConfigDict) -> None:
   for name, ev in (_get(config, "evals") or {}).items():
     every = ev.get("every_steps", 0) if hasattr(ev, "get") else 0
     if not isinstance(every, int) or isinstance(every, bool) or every < 0:
-      raise ValueError(f"config field 'evals.{name}.every_steps': expected an integer >= 0, "
-                       f"got {every!r}")
+      raise ValueError(
+        f"config field 'evals.{name}.every_steps': expected an integer >= 0, got {every!r}"
+      )
   bs, accum = _get(config, "input.batch_size"), _get(config, "grad_accum_steps")
   if isinstance(bs, int) and isinstance(accum, int) and accum > 0 and bs % accum:
-    raise ValueError(f"config field 'input.batch_size': {bs} is not divisible by "
-                     f"grad_accum_steps={accum}")
+    raise ValueError(
+      f"config field 'input.batch_size': {bs} is not divisible by grad_accum_steps={accum}"
+    )
 
 
 def load_config(spec: str, overrides: Sequence[str] = ()) -> ml_collections.ConfigDict:

@@ -24,12 +24,15 @@ def maybe_initialize(flag: bool = False) -> bool:
   if _initialized or not requested(flag):
     return _initialized
   import jax  # pylint: disable=g-import-not-at-top
+
   kwargs = {}
   if os.environ.get("RELATIONS_COORDINATOR"):
-    kwargs = dict(coordinator_address=os.environ["RELATIONS_COORDINATOR"],
-                  num_processes=int(os.environ["RELATIONS_NUM_PROCESSES"]),
-                  process_id=int(os.environ["RELATIONS_PROCESS_ID"]),
-                  initialization_timeout=int(os.environ.get("RELATIONS_INIT_TIMEOUT", "300")))
+    kwargs = dict(
+      coordinator_address=os.environ["RELATIONS_COORDINATOR"],
+      num_processes=int(os.environ["RELATIONS_NUM_PROCESSES"]),
+      process_id=int(os.environ["RELATIONS_PROCESS_ID"]),
+      initialization_timeout=int(os.environ.get("RELATIONS_INIT_TIMEOUT", "300")),
+    )
   jax.distributed.initialize(**kwargs)
   _initialized = True
   return True

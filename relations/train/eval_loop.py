@@ -39,15 +39,17 @@ Load = Callable[[int], dict]
 Emit = Callable[[int, Any], Any]
 
 
-def process_info(process_index: int | None = None,
-                 process_count: int | None = None) -> tuple[int, int]:
+def process_info(
+  process_index: int | None = None, process_count: int | None = None
+) -> tuple[int, int]:
   pi = jax.process_index() if process_index is None else int(process_index)
   pc = jax.process_count() if process_count is None else int(process_count)
   return pi, pc
 
 
-def shard_indices(n: int, process_index: int | None = None,
-                  process_count: int | None = None) -> list[int]:
+def shard_indices(
+  n: int, process_index: int | None = None, process_count: int | None = None
+) -> list[int]:
   """Example indices of this process: p, p + P, ... below n."""
   pi, pc = process_info(process_index, process_count)
   return list(range(pi, int(n), pc))
@@ -80,6 +82,7 @@ def localize(tree, mesh: Mesh | None = None):
         x = x.addressable_data(0)
       else:
         from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+
         x = multihost_utils.process_allgather(x, tiled=True)
     return jax.device_put(x, repl)
 
@@ -100,9 +103,9 @@ def jit_predict(fn: Callable[..., Any], mesh: Mesh | None = None) -> Callable[..
 def batches(indices: Sequence[int], batch_size: int) -> Iterable[tuple[list[int], np.ndarray]]:
   """(rows, mask) per batch: `batch_size` example indices, the last padded with its first row."""
   for s in range(0, len(indices), batch_size):
-    idx = list(indices[s:s + batch_size])
+    idx = list(indices[s : s + batch_size])
     mask = np.zeros(batch_size, bool)
-    mask[:len(idx)] = True
+    mask[: len(idx)] = True
     idx += [idx[0]] * (batch_size - len(idx))
     yield idx, mask
 
@@ -115,15 +118,25 @@ def stack(rows: list[dict]) -> dict[str, np.ndarray]:
       out[k] = np.stack([np.asarray(r[k]) for r in rows])
     except ValueError as err:
       shapes = sorted({np.asarray(r[k]).shape for r in rows})
-      raise ValueError(f"Feature {k!r} has different shapes across examples: {shapes}; "
-                       "evaluation inputs must have fixed shapes (or use `bucket`)") from err
+      raise ValueError(
+        f"Feature {k!r} has different shapes across examples: {shapes}; "
+        "evaluation inputs must have fixed shapes (or use `bucket`)"
+      ) from err
   return out
 
 
-def predict_shard(n: int, load: Load, predict: Callable[[dict], Any], batch_size: int,
-                  emit: Emit, *, bucket: Callable[[int, dict], Any] | None = None,
-                  mesh: Mesh | None = None, process_index: int | None = None,
-                  process_count: int | None = None) -> list[tuple[int, Any]]:
+def predict_shard(
+  n: int,
+  load: Load,
+  predict: Callable[[dict], Any],
+  batch_size: int,
+  emit: Emit,
+  *,
+  bucket: Callable[[int, dict], Any] | None = None,
+  mesh: Mesh | None = None,
+  process_index: int | None = None,
+  process_count: int | None = None,
+) -> list[tuple[int, Any]]:
   """Predicts this process's shard; returns [(example index, emit(...))] for its real rows.
 
   Args:
@@ -153,7 +166,7 @@ def predict_shard(n: int, load: Load, predict: Callable[[dict], Any], batch_size
   out = []
   for members in groups.values():
     for idx, mask in batches(members, bs):
-      rows = [cache.pop(i) if i in cache else load(i) for i in idx[:int(mask.sum())]]
+      rows = [cache.pop(i) if i in cache else load(i) for i in idx[: int(mask.sum())]]
       rows += [rows[0]] * (bs - len(rows))
       batch = jax.device_put(stack(rows), data)
       with jax.set_mesh(mesh):  # not the caller's global (multi-process) mesh
@@ -168,12 +181,13 @@ def predict_shard(n: int, load: Load, predict: Callable[[dict], Any], batch_size
 # ------------------------------------------------------------------ collectives
 def _allgather_bytes(blob: bytes) -> list[bytes]:
   from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+
   lens = np.asarray(multihost_utils.process_allgather(np.array([len(blob)], np.int32)))
   lens = lens.reshape(-1)
   buf = np.zeros(max(1, int(lens.max())), np.uint8)
-  buf[:len(blob)] = np.frombuffer(blob, np.uint8)
+  buf[: len(blob)] = np.frombuffer(blob, np.uint8)
   every = np.asarray(multihost_utils.process_allgather(buf)).reshape(len(lens), -1)
-  return [every[p, :lens[p]].tobytes() for p in range(len(lens))]
+  return [every[p, : lens[p]].tobytes() for p in range(len(lens))]
 
 
 def gather_to_lead(items: list[tuple[int, Any]]) -> list[tuple[int, Any]] | None:
@@ -195,11 +209,13 @@ def broadcast_from_lead(obj: Any) -> Any:
   if jax.process_count() == 1:
     return obj
   from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+
   blob = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL) if jax.process_index() == 0 else b""
-  n = int(np.asarray(multihost_utils.broadcast_one_to_all(
-      np.array([len(blob)], np.int32))).reshape(-1)[0])
+  n = int(
+    np.asarray(multihost_utils.broadcast_one_to_all(np.array([len(blob)], np.int32))).reshape(-1)[0]
+  )
   buf = np.zeros(max(1, n), np.uint8)
-  buf[:len(blob)] = np.frombuffer(blob, np.uint8)
+  buf[: len(blob)] = np.frombuffer(blob, np.uint8)
   buf = np.asarray(multihost_utils.broadcast_one_to_all(buf))
   return pickle.loads(buf[:n].tobytes())
 
@@ -208,8 +224,7 @@ class LeadError(RuntimeError):
   """Raised on every process when process 0's `finalize` failed."""
 
 
-def finish(items: list[tuple[int, Any]], finalize: Callable[[list[tuple[int, Any]]], dict]
-           ) -> dict:
+def finish(items: list[tuple[int, Any]], finalize: Callable[[list[tuple[int, Any]]], dict]) -> dict:
   """Gathers on process 0, runs `finalize(all items)` there, returns its dict everywhere.
 
   If `finalize` raises on process 0, the other processes raise `LeadError` with its message
@@ -223,8 +238,12 @@ def finish(items: list[tuple[int, Any]], finalize: Callable[[list[tuple[int, Any
     except Exception as e:  # noqa: BLE001  (re-raised below, after telling the others)
       error = e
   payload = broadcast_from_lead(
-      {"ok": error is None, "result": result,
-       "error": None if error is None else f"{type(error).__name__}: {error}"})
+    {
+      "ok": error is None,
+      "result": result,
+      "error": None if error is None else f"{type(error).__name__}: {error}",
+    }
+  )
   if error is not None:
     raise error
   if not payload["ok"]:

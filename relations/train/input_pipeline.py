@@ -37,8 +37,10 @@ def stack(examples: list[dict]) -> dict[str, np.ndarray]:
       out[k] = np.stack([np.asarray(e[k]) for e in examples])
     except ValueError as err:
       shapes = sorted({np.asarray(e[k]).shape for e in examples})
-      raise ValueError(f"Feature {k!r} has different shapes across examples: {shapes}; "
-                       "preprocessing must produce fixed shapes") from err
+      raise ValueError(
+        f"Feature {k!r} has different shapes across examples: {shapes}; "
+        "preprocessing must produce fixed shapes"
+      ) from err
   return out
 
 
@@ -55,8 +57,16 @@ class _Reader:
   its global position, epoch, source index and rng.
   """
 
-  def __init__(self, source, preprocess: Preprocess, seed: int, n: int, global_batch: int,
-               local_batch: int, process_index: int):
+  def __init__(
+    self,
+    source,
+    preprocess: Preprocess,
+    seed: int,
+    n: int,
+    global_batch: int,
+    local_batch: int,
+    process_index: int,
+  ):
     self.source, self.preprocess, self.seed, self.n = source, preprocess, seed, n
     self.global_batch, self.local_batch, self.pi = global_batch, local_batch, process_index
     self._perms: dict[int, np.ndarray] = {}
@@ -108,9 +118,17 @@ class TrainStream:
     num_workers: grain worker processes (0: none).
   """
 
-  def __init__(self, source, preprocess: Preprocess, global_batch: int, seed: int,
-               process_index: int | None = None, process_count: int | None = None,
-               num_threads: int = 2, num_workers: int = 0):
+  def __init__(
+    self,
+    source,
+    preprocess: Preprocess,
+    global_batch: int,
+    seed: int,
+    process_index: int | None = None,
+    process_count: int | None = None,
+    num_threads: int = 2,
+    num_workers: int = 0,
+  ):
     self.source = source
     self.n = len(source)
     if self.n == 0:
@@ -125,8 +143,9 @@ class TrainStream:
     self.local_batch = global_batch // self.pc
     self.num_threads = int(num_threads)
     self.num_workers = int(num_workers)
-    self._reader = _Reader(source, preprocess, self.seed, self.n, global_batch,
-                           self.local_batch, self.pi)
+    self._reader = _Reader(
+      source, preprocess, self.seed, self.n, global_batch, self.local_batch, self.pi
+    )
 
   def positions(self, step: int) -> list[tuple[int, int]]:
     """(epoch, source index) pairs this process reads at `step`."""
@@ -141,24 +160,33 @@ class TrainStream:
   def dataset(self, start_step: int, end_step: int, prefetch: int = 2):
     """The grain IterDataset of the local batches of steps [start_step, end_step)."""
     import grain  # pylint: disable=g-import-not-at-top
+
     lb = self.local_batch
     ds = grain.MapDataset.range(start_step * lb, end_step * lb).map(self._reader)
     ds = ds.batch(lb, batch_fn=stack)
-    ds = ds.to_iter_dataset(grain.ReadOptions(
+    ds = ds.to_iter_dataset(
+      grain.ReadOptions(
         num_threads=max(self.num_threads, 1),
-        prefetch_buffer_size=max(prefetch, 1) if self.num_threads else 0))
+        prefetch_buffer_size=max(prefetch, 1) if self.num_threads else 0,
+      )
+    )
     if self.num_workers > 0:
       from absl import flags  # pylint: disable=g-import-not-at-top
+
       if not flags.FLAGS.is_parsed():
         # grain reads its (absl) debug flags when it starts workers; outside an absl app (tests,
         # benches, notebooks) they are unparsed, so use their defaults.
         flags.FLAGS.mark_as_parsed()
-      ds = ds.mp_prefetch(grain.MultiprocessingOptions(
-          num_workers=self.num_workers, per_worker_buffer_size=max(prefetch, 1)))
+      ds = ds.mp_prefetch(
+        grain.MultiprocessingOptions(
+          num_workers=self.num_workers, per_worker_buffer_size=max(prefetch, 1)
+        )
+      )
     return ds
 
-  def iterate(self, start_step: int, end_step: int, prefetch: int = 2
-              ) -> Iterator[tuple[int, dict]]:
+  def iterate(
+    self, start_step: int, end_step: int, prefetch: int = 2
+  ) -> Iterator[tuple[int, dict]]:
     """Yields (step, local numpy batch), preparing up to `prefetch` batches ahead per reader."""
     if end_step <= start_step:
       return
@@ -170,4 +198,3 @@ class TrainStream:
       close = getattr(it, "close", None)
       if close is not None:
         close()
-

@@ -43,15 +43,23 @@ def make_optimizer(config) -> tuple[optax.GradientTransformation, optax.Schedule
   cfg = config.optax
   schedule = make_schedule(config.schedule, int(config.total_steps))
   wd_re = re.compile(cfg.get("wd_mask", r"(kernel|embedding)$"))
-  mask_fn = lambda params: jax.tree.map(lambda p: bool(wd_re.search(p)),
-                                        sharding.tree_paths(params))
+  mask_fn = lambda params: jax.tree.map(
+    lambda p: bool(wd_re.search(p)), sharding.tree_paths(params)
+  )
   name = cfg.get("name", "adamw")
   if name == "adamw":
-    core = optax.adamw(schedule, b1=cfg.get("b1", 0.9), b2=cfg.get("b2", 0.999),
-                       weight_decay=cfg.get("weight_decay", 0.0), mask=mask_fn)
+    core = optax.adamw(
+      schedule,
+      b1=cfg.get("b1", 0.9),
+      b2=cfg.get("b2", 0.999),
+      weight_decay=cfg.get("weight_decay", 0.0),
+      mask=mask_fn,
+    )
   elif name == "sgd":
-    core = optax.chain(optax.add_decayed_weights(cfg.get("weight_decay", 0.0), mask_fn),
-                       optax.sgd(schedule, momentum=cfg.get("momentum", 0.9)))
+    core = optax.chain(
+      optax.add_decayed_weights(cfg.get("weight_decay", 0.0), mask_fn),
+      optax.sgd(schedule, momentum=cfg.get("momentum", 0.9)),
+    )
   else:
     raise ValueError(f"config.optax.name: unknown optimizer {name!r} (adamw, sgd)")
   parts = []

@@ -56,6 +56,7 @@ def replicated(mesh: Mesh) -> NamedSharding:
 
 def tree_paths(tree) -> Any:
   """A tree of the same structure whose leaves are '/'-joined key paths."""
+
   def name(path):
     parts = []
     for k in path:
@@ -66,6 +67,7 @@ def tree_paths(tree) -> Any:
       else:
         parts.append(str(k))
     return "/".join(parts)
+
   return jax.tree_util.tree_map_with_path(lambda p, _: name(p), tree)
 
 
@@ -100,5 +102,7 @@ def infer_shardings(abstract_tree, rules, mesh: Mesh, min_size: int = 2**12):
   """Maps a tree of ShapeDtypeStructs to NamedShardings by the first matching rule."""
   paths = tree_paths(abstract_tree)
   return jax.tree.map(
-      lambda x, p: NamedSharding(mesh, spec_for(p, x.shape, rules, mesh, min_size)),
-      abstract_tree, paths)
+    lambda x, p: NamedSharding(mesh, spec_for(p, x.shape, rules, mesh, min_size)),
+    abstract_tree,
+    paths,
+  )

@@ -104,6 +104,7 @@ class _Preemption:
     if step % sync_every:
       return False
     from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+
     flags = multihost_utils.process_allgather(np.array([self.requested], np.int32))
     return bool(np.any(flags))
 
@@ -143,18 +144,22 @@ class _ProgressLine:
     rate = timed_steps / (now - t0) if t0 is not None and timed_steps and now > t0 else float("nan")
     eta = (self.total - done) / rate if rate > 0 else float("nan")
     rate_s = f"{rate:.2f} steps/s" if np.isfinite(rate) else "(first step, with compilation)"
-    print(f"[train] step {done}/{self.total}  loss {loss:.4f}  {rate_s}  ETA {_eta(eta)}",
-          flush=True)
+    print(
+      f"[train] step {done}/{self.total}  loss {loss:.4f}  {rate_s}  ETA {_eta(eta)}", flush=True
+    )
 
 
 def _make_writer(workdir: str):
   from clu import metric_writers  # pylint: disable=g-import-not-at-top  (imports TF: ~8 s)
+
   return metric_writers.create_default_writer(
-      workdir, just_logging=jax.process_index() > 0, asynchronous=True)
+    workdir, just_logging=jax.process_index() > 0, asynchronous=True
+  )
 
 
 def _flat_hparams(config: ml_collections.ConfigDict) -> dict[str, Any]:
   flat = {}
+
   def walk(d, prefix):
     for k, v in d.items():
       if isinstance(v, (dict, ml_collections.ConfigDict)):
@@ -163,6 +168,7 @@ def _flat_hparams(config: ml_collections.ConfigDict) -> dict[str, Any]:
         flat[f"{prefix}{k}"] = v
       else:
         flat[f"{prefix}{k}"] = str(v)
+
   walk(config.to_dict(), "")
   return flat
 
@@ -175,6 +181,7 @@ def make_train_step(model, task, config, tx, schedule, state_sh, batch_sh, repl)
   def loss_and_grads(params, batch, rng):
     def loss_fn(p):
       return task.loss_fn(model, p, batch, rng, config)
+
     return jax.value_and_grad(loss_fn, has_aux=True)(params)
 
   def step_fn(state, batch):
@@ -185,37 +192,46 @@ def make_train_step(model, task, config, tx, schedule, state_sh, batch_sh, repl)
       (loss, aux), grads = loss_and_grads(params, batch, rng)
     else:
       micro = jax.tree.map(lambda x: x.reshape(accum, -1, *x.shape[1:]), batch)
+
       def body(carry, xs):
         i, mb = xs
         (l, a), g = loss_and_grads(params, mb, jax.random.fold_in(rng, i))
         g_sum, l_sum, a_sum = carry
-        return (jax.tree.map(jnp.add, g_sum, g), l_sum + l,
-                jax.tree.map(jnp.add, a_sum, a)), None
+        return (jax.tree.map(jnp.add, g_sum, g), l_sum + l, jax.tree.map(jnp.add, a_sum, a)), None
+
       zeros_g = jax.tree.map(jnp.zeros_like, params)
-      aux_shape = jax.eval_shape(lambda: loss_and_grads(
-          params, jax.tree.map(lambda x: x[0], micro), rng)[0][1])
+      aux_shape = jax.eval_shape(
+        lambda: loss_and_grads(params, jax.tree.map(lambda x: x[0], micro), rng)[0][1]
+      )
       zeros_a = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), aux_shape)
       (grads, loss, aux), _ = jax.lax.scan(
-          body, (zeros_g, jnp.zeros((), jnp.float32), zeros_a), (jnp.arange(accum), micro))
+        body, (zeros_g, jnp.zeros((), jnp.float32), zeros_a), (jnp.arange(accum), micro)
+      )
       grads = jax.tree.map(lambda g: g / accum, grads)
       loss = loss / accum
       aux = jax.tree.map(lambda a: a / accum, aux)
     updates, opt = tx.update(grads, state["opt"], params)
     params = optax.apply_updates(params, updates)
-    metrics = {"loss": loss, **aux, "grad_norm": optax.tree.norm(grads),
-               "learning_rate": schedule(step)}
+    metrics = {
+      "loss": loss,
+      **aux,
+      "grad_norm": optax.tree.norm(grads),
+      "learning_rate": schedule(step),
+    }
     return {"params": params, "opt": opt, "step": step + 1}, metrics
 
-  return jax.jit(step_fn, in_shardings=(state_sh, batch_sh), out_shardings=(state_sh, repl),
-                 donate_argnums=(0,))
+  return jax.jit(
+    step_fn, in_shardings=(state_sh, batch_sh), out_shardings=(state_sh, repl), donate_argnums=(0,)
+  )
 
 
 def _check_finite(metrics: dict[str, float], step: int) -> None:
   for k, v in metrics.items():
     if not np.all(np.isfinite(v)):
       raise NonFiniteLossError(
-          f"Non-finite metric {k!r} = {v} at step {step}; stopping. The last checkpoint "
-          "(before this step) is intact; lower the learning rate or check the input.")
+        f"Non-finite metric {k!r} = {v} at step {step}; stopping. The last checkpoint "
+        "(before this step) is intact; lower the learning rate or check the input."
+      )
 
 
 def _maybe_load_pretrained(task, config, state, state_sh):
@@ -238,8 +254,9 @@ def build_evaluators(model, config, workdir):
   evals = {}
   for name, cfg in (config.get("evals") or {}).items():
     module = import_by_name("evaluator", cfg.type)
-    evals[name] = module.Evaluator(model=model, config=config, eval_config=cfg,
-                                   workdir=os.path.join(workdir, "eval", name))
+    evals[name] = module.Evaluator(
+      model=model, config=config, eval_config=cfg, workdir=os.path.join(workdir, "eval", name)
+    )
   return evals
 
 
@@ -258,19 +275,25 @@ def setup(config, devices=None):
   model = task.make_model(config)
   source = task.make_train_source(config)
   stream = input_pipeline.TrainStream(
-      source, functools.partial(task.preprocess_train, config=config),
-      int(config.input.batch_size), int(config.seed),
-      num_threads=int(config.input.get("num_threads", 2)),
-      num_workers=int(config.input.get("num_workers", 0)))
+    source,
+    functools.partial(task.preprocess_train, config=config),
+    int(config.input.batch_size),
+    int(config.seed),
+    num_threads=int(config.input.get("num_threads", 2)),
+    num_workers=int(config.input.get("num_workers", 0)),
+  )
   tx, schedule = optim.make_optimizer(config)
 
   # Shapes of one global batch, from one preprocessed example.
   example = task.preprocess_train(source[0], np.random.default_rng(0), config)
   global_bs = int(config.input.batch_size)
-  batch_shapes = {k: jax.ShapeDtypeStruct((global_bs, *np.shape(v)), np.asarray(v).dtype)
-                  for k, v in example.items()}
-  init_batch = {k: np.zeros((min(global_bs, 2), *np.shape(v)), np.asarray(v).dtype)
-                for k, v in example.items()}
+  batch_shapes = {
+    k: jax.ShapeDtypeStruct((global_bs, *np.shape(v)), np.asarray(v).dtype)
+    for k, v in example.items()
+  }
+  init_batch = {
+    k: np.zeros((min(global_bs, 2), *np.shape(v)), np.asarray(v).dtype) for k, v in example.items()
+  }
 
   def init_fn(rng):
     params = task.init_params(model, init_batch, rng)
@@ -279,12 +302,23 @@ def setup(config, devices=None):
 
   state_shapes = jax.eval_shape(init_fn, jax.random.key(int(config.seed)))
   rules = [tuple(r) for r in config.get("partition_rules", [(".*", "fsdp")])]
-  state_sh = sharding.infer_shardings(state_shapes, rules, mesh,
-                                      int(_setting(config, "fsdp_min_size")))
+  state_sh = sharding.infer_shardings(
+    state_shapes, rules, mesh, int(_setting(config, "fsdp_min_size"))
+  )
   batch_sh = {k: sharding.batch_sharding(mesh) for k in batch_shapes}
-  return dict(mesh=mesh, task=task, model=model, stream=stream, tx=tx, schedule=schedule,
-              init_fn=init_fn, state_shapes=state_shapes, state_sh=state_sh, batch_sh=batch_sh,
-              repl=sharding.replicated(mesh))
+  return dict(
+    mesh=mesh,
+    task=task,
+    model=model,
+    stream=stream,
+    tx=tx,
+    schedule=schedule,
+    init_fn=init_fn,
+    state_shapes=state_shapes,
+    state_sh=state_sh,
+    batch_sh=batch_sh,
+    repl=sharding.replicated(mesh),
+  )
 
 
 def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> TrainResult:
@@ -303,8 +337,9 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
   # ---------------------------------------------------------------- Set up logging
   writer = _make_writer(workdir)
   if is_lead:
-    io_util.write_text_atomic(os.path.join(workdir, "config.json"),
-                              config.to_json_best_effort(indent=2))
+    io_util.write_text_atomic(
+      os.path.join(workdir, "config.json"), config.to_json_best_effort(indent=2)
+    )
 
   # ---------------------------------------------------------------- Mesh, data, model, optimizer
   s = setup(config, devices)
@@ -312,16 +347,21 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
   total_steps = int(config.total_steps)
 
   # ---------------------------------------------------------------- Checkpoint or init
-  mngr = ckpt_lib.make_manager(workdir, keep=int(_setting(config, "keep_checkpoints")),
-                               async_save=bool(_setting(config, "async_checkpoints")))
+  mngr = ckpt_lib.make_manager(
+    workdir,
+    keep=int(_setting(config, "keep_checkpoints")),
+    async_save=bool(_setting(config, "async_checkpoints")),
+  )
   latest = mngr.latest_step()
   with jax.set_mesh(mesh):
     if latest is not None:
       abstract = ckpt_lib.abstract_of(s["state_shapes"], s["state_sh"])
       state, meta = ckpt_lib.restore(mngr, latest, abstract)
       if int(meta.get("data_seed", config.seed)) != int(config.seed):
-        raise ValueError(f"{workdir}: checkpoint was written with seed {meta['data_seed']} but the "
-                         f"config has seed {config.seed}; use a new workdir")
+        raise ValueError(
+          f"{workdir}: checkpoint was written with seed {meta['data_seed']} but the "
+          f"config has seed {config.seed}; use a new workdir"
+        )
       start = int(meta["step"])
       logging.info("Resumed from %s at step %d", workdir, start)
     else:
@@ -332,23 +372,30 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
       if is_lead:
         writer.write_hparams(_flat_hparams(config))
 
-  step_fn = make_train_step(model, task, config, s["tx"], s["schedule"], s["state_sh"],
-                            s["batch_sh"], s["repl"])
+  step_fn = make_train_step(
+    model, task, config, s["tx"], s["schedule"], s["state_sh"], s["batch_sh"], s["repl"]
+  )
   evaluators = build_evaluators(model, config, workdir)
 
   # ---------------------------------------------------------------- Train loop
   from clu import periodic_actions  # pylint: disable=g-import-not-at-top
-  progress = periodic_actions.ReportProgress(num_train_steps=total_steps, writer=writer,
-                                             every_steps=int(_setting(config, "log_every")))
+
+  progress = periodic_actions.ReportProgress(
+    num_train_steps=total_steps, writer=writer, every_steps=int(_setting(config, "log_every"))
+  )
   log_every = int(_setting(config, "log_every"))
-  progress_line = _ProgressLine(total_steps, float(_setting(config, "progress_every_seconds")),
-                                enabled=is_lead)
+  progress_line = _ProgressLine(
+    total_steps, float(_setting(config, "progress_every_seconds")), enabled=is_lead
+  )
   check_every = int(_setting(config, "check_finite_every"))
   # Multi-process runs agree on a SIGTERM every this many steps (_Preemption).
   sync_every = max(1, int(_setting(config, "preemption_sync_every")))
   ckpt_every = int(_setting(config, "checkpoint_every"))
-  meta = lambda step: {"step": step, "data_seed": int(config.seed),
-                       "data_position": step * int(config.input.batch_size)}
+  meta = lambda step: {
+    "step": step,
+    "data_seed": int(config.seed),
+    "data_position": step * int(config.input.batch_size),
+  }
   eval_metrics: dict[str, float] = {}
   preempted = False
   t0, timed_steps = None, 0
@@ -365,8 +412,12 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
         timed_steps += 1
       progress(done)
       progress_line(done, metrics, t0, timed_steps)
-      if done % check_every == 0 or done % log_every == 0 or done % ckpt_every == 0 \
-          or done == total_steps:
+      if (
+        done % check_every == 0
+        or done % log_every == 0
+        or done % ckpt_every == 0
+        or done == total_steps
+      ):
         host = jax.device_get(metrics)
         _check_finite(host, done)
         if done % log_every == 0 or done == total_steps:
@@ -380,11 +431,14 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
               print(f"[eval] {name} at step {done} ...", flush=True)
             res = ev.run(state["params"], done)
             if is_lead:
-              print(f"[eval] {name} at step {done}: done in {time.perf_counter() - t_eval:.1f} s",
-                    flush=True)
+              print(
+                f"[eval] {name} at step {done}: done in {time.perf_counter() - t_eval:.1f} s",
+                flush=True,
+              )
           eval_metrics.update({f"{name}/{k}": v for k, v in res.items()})
-          writer.write_scalars(done, {f"{name}/{k}": float(v) for k, v in res.items()
-                                      if np.isscalar(v)})
+          writer.write_scalars(
+            done, {f"{name}/{k}": float(v) for k, v in res.items() if np.isscalar(v)}
+          )
       stop = preemption.agreed(done, sync_every)
       if done % ckpt_every == 0 or done == total_steps or stop:
         ckpt_lib.save(mngr, done, state, meta(done), force=True)
@@ -398,16 +452,22 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
   sps = timed_steps / elapsed if elapsed > 0 and timed_steps else float("nan")
   final_step = int(jax.device_get(state["step"]))
   if is_lead:
-    summary = {"final_step": final_step, "steps_per_sec": sps, "preempted": preempted,
-               **{k: float(v) for k, v in eval_metrics.items() if np.isscalar(v)}}
+    summary = {
+      "final_step": final_step,
+      "steps_per_sec": sps,
+      "preempted": preempted,
+      **{k: float(v) for k, v in eval_metrics.items() if np.isscalar(v)},
+    }
     io_util.write_json_atomic(os.path.join(workdir, "train_summary.json"), summary)
   mngr.close()
-  return TrainResult(state=state, step=final_step, preempted=preempted, steps_per_sec=sps,
-                     eval_metrics=eval_metrics)
+  return TrainResult(
+    state=state, step=final_step, preempted=preempted, steps_per_sec=sps, eval_metrics=eval_metrics
+  )
 
 
-def restore_params(config: ml_collections.ConfigDict, workdir: str, step: int | None = None,
-                   devices=None):
+def restore_params(
+  config: ml_collections.ConfigDict, workdir: str, step: int | None = None, devices=None
+):
   """(model, params, step, mesh) from the latest (or given) checkpoint in `workdir`.
 
   Reads no data: the model comes from the config, the parameter shapes from the checkpoint's

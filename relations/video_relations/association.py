@@ -22,7 +22,7 @@ import dataclasses
 import numpy as np
 
 
-@dataclasses.dataclass(eq=False)   # identity semantics: held in lists
+@dataclasses.dataclass(eq=False)  # identity semantics: held in lists
 class Relation:
   """A relation instance over native frames `[start, end)`.
 
@@ -31,6 +31,7 @@ class Relation:
   prediction each confidence came from (filled by the association);
   `meta` free-form (e.g. track ids).
   """
+
   triplet: tuple
   start: int
   end: int
@@ -63,12 +64,10 @@ def shared_frames_viou(traj_a, start_a, traj_b, start_b):
   hi = min(start_a + len(traj_a), start_b + len(traj_b))
   if hi <= lo:
     return 0.0
-  a = np.asarray(traj_a, np.float64)[lo - start_a:hi - start_a]
-  b = np.asarray(traj_b, np.float64)[lo - start_b:hi - start_b]
-  iw = np.clip(np.minimum(a[:, 2], b[:, 2]) - np.maximum(a[:, 0], b[:, 0]) + 1,
-               0, None)
-  ih = np.clip(np.minimum(a[:, 3], b[:, 3]) - np.maximum(a[:, 1], b[:, 1]) + 1,
-               0, None)
+  a = np.asarray(traj_a, np.float64)[lo - start_a : hi - start_a]
+  b = np.asarray(traj_b, np.float64)[lo - start_b : hi - start_b]
+  iw = np.clip(np.minimum(a[:, 2], b[:, 2]) - np.maximum(a[:, 0], b[:, 0]) + 1, 0, None)
+  ih = np.clip(np.minimum(a[:, 3], b[:, 3]) - np.maximum(a[:, 1], b[:, 1]) + 1, 0, None)
   inter = float(np.sum(iw * ih))
   area_a = float(np.sum((a[:, 2] - a[:, 0] + 1) * (a[:, 3] - a[:, 1] + 1)))
   area_b = float(np.sum((b[:, 2] - b[:, 0] + 1) * (b[:, 3] - b[:, 1] + 1)))
@@ -83,15 +82,15 @@ def _merge(traj, start, new, new_start):
   out = np.asarray(traj, np.float64).copy()
   n_shared = min(end, new_end) - new_start
   if n_shared > 0:
-    out[new_start - start:new_start - start + n_shared] = (
-        out[new_start - start:new_start - start + n_shared] + new[:n_shared]) / 2
+    out[new_start - start : new_start - start + n_shared] = (
+      out[new_start - start : new_start - start + n_shared] + new[:n_shared]
+    ) / 2
   if new_end > end:
-    out = np.concatenate([out, np.asarray(new, np.float64)[end - new_start:]])
+    out = np.concatenate([out, np.asarray(new, np.float64)[end - new_start :]])
   return out
 
 
-def greedy_relational_association(segment_predictions, threshold=0.5,
-                                  topk_per_segment=100):
+def greedy_relational_association(segment_predictions, threshold=0.5, topk_per_segment=100):
   """Links short-term relation predictions into video-level relations.
 
   Args:
@@ -117,27 +116,31 @@ def greedy_relational_association(segment_predictions, threshold=0.5,
       for r in candidates:
         if r.triplet != p.triplet or p.start >= r.end or p.start < r.start:
           continue
-        if (shared_frames_viou(r.sub_traj, r.start, p.sub_traj, p.start)
-            >= threshold and
-            shared_frames_viou(r.obj_traj, r.start, p.obj_traj, p.start)
-            >= threshold):
+        if (
+          shared_frames_viou(r.sub_traj, r.start, p.sub_traj, p.start) >= threshold
+          and shared_frames_viou(r.obj_traj, r.start, p.obj_traj, p.start) >= threshold
+        ):
           merged = r
           break
       if merged is not None:
         candidates.remove(merged)
-        merged.sub_traj = _merge(merged.sub_traj, merged.start, p.sub_traj,
-                                 p.start)
-        merged.obj_traj = _merge(merged.obj_traj, merged.start, p.obj_traj,
-                                 p.start)
+        merged.sub_traj = _merge(merged.sub_traj, merged.start, p.sub_traj, p.start)
+        merged.obj_traj = _merge(merged.obj_traj, merged.start, p.obj_traj, p.start)
         merged.end = max(merged.end, p.end)
         merged.confs.append(conf)
         merged.spans.append((int(p.start), int(p.end)))
         current.append(merged)
       else:
-        r = Relation(tuple(p.triplet), int(p.start), int(p.end),
-                     np.asarray(p.sub_traj, np.float64).copy(),
-                     np.asarray(p.obj_traj, np.float64).copy(), [conf],
-                     dict(p.meta), [(int(p.start), int(p.end))])
+        r = Relation(
+          tuple(p.triplet),
+          int(p.start),
+          int(p.end),
+          np.asarray(p.sub_traj, np.float64).copy(),
+          np.asarray(p.obj_traj, np.float64).copy(),
+          [conf],
+          dict(p.meta),
+          [(int(p.start), int(p.end))],
+        )
         relations.append(r)
         current.append(r)
     last_modified = current
@@ -184,9 +187,9 @@ def trim_weak_ends(rel, ratio):
   if i0 == 0 and i1 == len(rel.confs) - 1:
     return rel
   start = rel.spans[i0][0]
-  end = max(e for _, e in rel.spans[i0:i1 + 1])
+  end = max(e for _, e in rel.spans[i0 : i1 + 1])
   a, b = start - rel.start, end - rel.start
   rel.sub_traj, rel.obj_traj = rel.sub_traj[a:b], rel.obj_traj[a:b]
   rel.start, rel.end = start, end
-  rel.confs, rel.spans = rel.confs[i0:i1 + 1], rel.spans[i0:i1 + 1]
+  rel.confs, rel.spans = rel.confs[i0 : i1 + 1], rel.spans[i0 : i1 + 1]
   return rel

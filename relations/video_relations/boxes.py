@@ -61,8 +61,7 @@ def elementwise_giou(a, b, eps=1e-7):
   inter = wh[..., 0] * wh[..., 1]
   union = area_a + area_b - inter
   iou = inter / (union + eps)
-  hull_wh = jnp.clip(jnp.maximum(a[..., 2:], b[..., 2:])
-                     - jnp.minimum(a[..., :2], b[..., :2]), 0)
+  hull_wh = jnp.clip(jnp.maximum(a[..., 2:], b[..., 2:]) - jnp.minimum(a[..., :2], b[..., :2]), 0)
   hull = hull_wh[..., 0] * hull_wh[..., 1]
   return iou - (hull - union) / (hull + eps)
 
@@ -90,12 +89,26 @@ def np_pairwise_iou(a, b):
 def np_cxcywh_to_xyxy(b):
   """Host twin of `cxcywh_to_xyxy`."""
   b = np.asarray(b)
-  return np.stack([b[..., 0] - b[..., 2] / 2, b[..., 1] - b[..., 3] / 2,
-                   b[..., 0] + b[..., 2] / 2, b[..., 1] + b[..., 3] / 2], -1)
+  return np.stack(
+    [
+      b[..., 0] - b[..., 2] / 2,
+      b[..., 1] - b[..., 3] / 2,
+      b[..., 0] + b[..., 2] / 2,
+      b[..., 1] + b[..., 3] / 2,
+    ],
+    -1,
+  )
 
 
 def np_xyxy_to_cxcywh(b):
   """Host twin of `xyxy_to_cxcywh`."""
   b = np.asarray(b)
-  return np.stack([(b[..., 0] + b[..., 2]) / 2, (b[..., 1] + b[..., 3]) / 2,
-                   b[..., 2] - b[..., 0], b[..., 3] - b[..., 1]], -1)
+  return np.stack(
+    [
+      (b[..., 0] + b[..., 2]) / 2,
+      (b[..., 1] + b[..., 3]) / 2,
+      b[..., 2] - b[..., 0],
+      b[..., 3] - b[..., 1],
+    ],
+    -1,
+  )

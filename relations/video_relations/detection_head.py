@@ -38,14 +38,15 @@ def inverse_sigmoid(x, eps=1e-5):
 
 def cell_anchors(h, w, size):
   """`[h * w, 4]` cxcywh anchors at patch centres with side `size` cells."""
-  ys, xs = jnp.meshgrid((jnp.arange(h) + 0.5) / h, (jnp.arange(w) + 0.5) / w,
-                        indexing="ij")
-  return jnp.stack([xs.ravel(), ys.ravel(),
-                    jnp.full(h * w, size / w), jnp.full(h * w, size / h)], -1)
+  ys, xs = jnp.meshgrid((jnp.arange(h) + 0.5) / h, (jnp.arange(w) + 0.5) / w, indexing="ij")
+  return jnp.stack(
+    [xs.ravel(), ys.ravel(), jnp.full(h * w, size / w), jnp.full(h * w, size / h)], -1
+  )
 
 
 class BoxMLP(nn.Module):
   """3-layer MLP -> 4 box deltas in logit space."""
+
   hidden: int
 
   @nn.compact
@@ -62,6 +63,7 @@ class PixelRefiner(nn.Module):
   cxcywh (no gradient flows into them), query features `[N, Q, D]`.
   Returns refined boxes `[N, Q, 4]` normalised cxcywh.
   """
+
   size: int = 16
   context: float = 1.5
   hidden: int = 128
@@ -90,17 +92,16 @@ class PixelRefiner(nn.Module):
 
 class DecoderLayer(nn.Module):
   """Pre-LN: self-attention over queries, cross-attention to tokens, MLP."""
+
   num_heads: int
   mlp_dim: int
 
   @nn.compact
   def __call__(self, q, q_pos, tokens):
     y = nn.LayerNorm()(q)
-    q = q + nn.MultiHeadDotProductAttention(num_heads=self.num_heads)(
-        y + q_pos, y + q_pos, y)
+    q = q + nn.MultiHeadDotProductAttention(num_heads=self.num_heads)(y + q_pos, y + q_pos, y)
     y = nn.LayerNorm()(q)
-    q = q + nn.MultiHeadDotProductAttention(num_heads=self.num_heads)(
-        y + q_pos, tokens)
+    q = q + nn.MultiHeadDotProductAttention(num_heads=self.num_heads)(y + q_pos, tokens)
     y = nn.LayerNorm()(q)
     y = nn.Dense(self.mlp_dim)(y)
     return q + nn.Dense(q.shape[-1])(nn.gelu(y))
@@ -108,6 +109,7 @@ class DecoderLayer(nn.Module):
 
 class DetectionHead(nn.Module):
   """See module docstring."""
+
   num_classes: int
   num_queries: int = 16
   num_layers: int = 2
@@ -129,15 +131,12 @@ class DetectionHead(nn.Module):
     """
     n, h, w, d = patch_grid.shape
     if self.num_queries > h * w:
-      raise ValueError(f"num_queries={self.num_queries} exceeds the {h}x{w} "
-                       "patch grid")
+      raise ValueError(f"num_queries={self.num_queries} exceeds the {h}x{w} patch grid")
     tokens = patch_grid.reshape(n, h * w, d)
-    enc = nn.LayerNorm(name="proposal_norm")(
-        nn.Dense(d, name="proposal_proj")(tokens))
+    enc = nn.LayerNorm(name="proposal_norm")(nn.Dense(d, name="proposal_proj")(tokens))
     enc_logits = nn.Dense(self.num_classes + 1, name="proposal_class")(enc)
     anchors = cell_anchors(h, w, self.anchor_cells)
-    enc_boxes = jax.nn.sigmoid(inverse_sigmoid(anchors)[None]
-                               + BoxMLP(d, name="proposal_box")(enc))
+    enc_boxes = jax.nn.sigmoid(inverse_sigmoid(anchors)[None] + BoxMLP(d, name="proposal_box")(enc))
     # Queries: the most confident proposals. The choice is discrete, so no
     # gradient flows through it (as in two-stage Deformable DETR).
     fg = 1.0 - jax.nn.softmax(jax.lax.stop_gradient(enc_logits))[..., -1]
@@ -150,22 +149,19 @@ class DetectionHead(nn.Module):
     class_head = nn.Dense(self.num_classes + 1, name="class")
     logits = boxes = None
     for i in range(self.num_layers):
-      q = DecoderLayer(self.num_heads, self.mlp_dim, name=f"layer_{i}")(
-          q, box_embed(ref), tokens)
+      q = DecoderLayer(self.num_heads, self.mlp_dim, name=f"layer_{i}")(q, box_embed(ref), tokens)
       y = nn.LayerNorm(name=f"out_norm_{i}")(q)
       logits = class_head(y)
-      boxes = jax.nn.sigmoid(inverse_sigmoid(ref)
-                             + BoxMLP(d, name=f"box_{i}")(y))
+      boxes = jax.nn.sigmoid(inverse_sigmoid(ref) + BoxMLP(d, name=f"box_{i}")(y))
       if i < self.num_layers - 1:
         aux.append((logits, boxes))
       ref = jax.lax.stop_gradient(boxes)
     if self.refine_size and frames is not None:
       for i in range(self.refine_iters):
         aux.append((logits, boxes))
-        boxes = PixelRefiner(self.refine_size,
-                             name="pixel_refine" + (f"_{i}" if i else ""))(
-                                 frames, boxes, y)
+        boxes = PixelRefiner(self.refine_size, name="pixel_refine" + (f"_{i}" if i else ""))(
+          frames, boxes, y
+        )
     emb = nn.Dense(self.emb_dim, name="embedding")(y)
     emb = emb / jnp.maximum(jnp.linalg.norm(emb, axis=-1, keepdims=True), 1e-6)
-    return {"logits": logits, "boxes": boxes, "embeddings": emb, "aux": aux,
-            "query_index": idx}
+    return {"logits": logits, "boxes": boxes, "embeddings": emb, "aux": aux, "query_index": idx}

@@ -33,18 +33,17 @@ from relations.video_relations import visualize
 from relations.train import eval_loop
 
 # Where the official annotation of a split lives below manual_dir.
-_SPLIT_FOLDERS = {"vidor": {"train": "annotation/training",
-                            "validation": "annotation/validation"},
-                  "vidvrd": {"train": "train", "test": "test"}}
+_SPLIT_FOLDERS = {
+  "vidor": {"train": "annotation/training", "validation": "annotation/validation"},
+  "vidvrd": {"train": "train", "test": "test"},
+}
 
 
 def names(dataset):
   """(categories, predicates) of a dataset."""
   if dataset == "vidor":
-    return (vrd_categories.VIDOR_OBJECT_CATEGORIES,
-            vrd_categories.VIDOR_PREDICATES)
-  return (vrd_categories.VIDVRD_OBJECT_CATEGORIES,
-          vrd_categories.VIDVRD_PREDICATES)
+    return (vrd_categories.VIDOR_OBJECT_CATEGORIES, vrd_categories.VIDOR_PREDICATES)
+  return (vrd_categories.VIDVRD_OBJECT_CATEGORIES, vrd_categories.VIDVRD_PREDICATES)
 
 
 def detection_frames(example, det):
@@ -58,10 +57,15 @@ def detection_frames(example, det):
     pres = np.asarray(tr["present"][t], bool)
     probs = det["probs"][t][:, :-1]
     xyxy = pipeline.box_lib.np_cxcywh_to_xyxy(det["boxes"][t]) * scale
-    out.append({"gt_boxes": np.asarray(tr["boxes"][t])[pres]
-                            + np.array([0, 0, 1, 1]),
-                "gt_labels": cats[pres], "pred_boxes": xyxy,
-                "pred_labels": probs.argmax(-1), "pred_scores": probs.max(-1)})
+    out.append(
+      {
+        "gt_boxes": np.asarray(tr["boxes"][t])[pres] + np.array([0, 0, 1, 1]),
+        "gt_labels": cats[pres],
+        "pred_boxes": xyxy,
+        "pred_labels": probs.argmax(-1),
+        "pred_scores": probs.max(-1),
+      }
+    )
   return out
 
 
@@ -77,9 +81,14 @@ def mot_frames(example, raw_tracks):
   for t in range(len(example["frame_indices"])):
     pres = np.asarray(tr["present"][t], bool)
     hyp = obs.get(t, [])
-    out.append({"gt_ids": tids[pres], "gt_boxes": np.asarray(tr["boxes"][t])[pres],
-                "track_ids": np.array([i for i, _ in hyp], int),
-                "track_boxes": np.array([b for _, b in hyp]).reshape(-1, 4)})
+    out.append(
+      {
+        "gt_ids": tids[pres],
+        "gt_boxes": np.asarray(tr["boxes"][t])[pres],
+        "track_ids": np.array([i for i, _ in hyp], int),
+        "track_boxes": np.array([b for _, b in hyp]).reshape(-1, 4),
+      }
+    )
   return out
 
 
@@ -88,8 +97,7 @@ def score_submission(path, gt, protocol, dataset):
   sub = vrd_io.load_submission(path)
   report = validate.validate_submission(sub, gt, protocol, dataset)
   if not report.ok:
-    raise ValueError(f"{path}: submission fails validation:\n"
-                     f"{report.summary()}")
+    raise ValueError(f"{path}: submission fails validation:\n{report.summary()}")
   res = scoring.evaluate(gt, sub["results"], protocol).as_dict()
   res["validator_warnings"] = float(len(report.warnings))
   return res
@@ -107,13 +115,14 @@ class Evaluator:
 
   def _groundtruth(self, video_ids):
     path = self.ec.get("groundtruth") or os.path.join(
-        self.config.data.manual_dir,
-        _SPLIT_FOLDERS[self.config.dataset][self.ec.split])
+      self.config.data.manual_dir, _SPLIT_FOLDERS[self.config.dataset][self.ec.split]
+    )
     gt = vrd_io.load_groundtruth(path, self.config.dataset)
     missing = [v for v in video_ids if v not in gt]
     if missing:
-      raise ValueError(f"{path}: no ground truth for videos {missing[:5]} of "
-                       f"split {self.ec.split!r}")
+      raise ValueError(
+        f"{path}: no ground truth for videos {missing[:5]} of split {self.ec.split!r}"
+      )
     # Only the evaluated videos count (a GT video without predictions would
     # score AP 0).
     return {v: gt[v] for v in video_ids}
@@ -135,19 +144,17 @@ class Evaluator:
     local = eval_loop.localize(params, mesh)
     builder = video_relations.make_builder(self.config)
     ds = builder.as_data_source(self.ec.split)
-    n = len(ds) if not self.ec.get("max_videos") else min(
-        len(ds), int(self.ec.max_videos))
-    predictor = pipeline.Predictor(self.model, local, self.config,
-                                   self.categories, self.predicates,
-                                   mesh=mesh)
+    n = len(ds) if not self.ec.get("max_videos") else min(len(ds), int(self.ec.max_videos))
+    predictor = pipeline.Predictor(
+      self.model, local, self.config, self.categories, self.predicates, mesh=mesh
+    )
     modes = self.modes()
     n_gif = int(self.ec.get("gifs", 0))
     with jax.set_mesh(mesh):  # the local mesh, not the training one
       items = self._predict_shard(predictor, ds, n, modes, n_gif)
 
     def finalize(gathered):
-      return self._write_and_score([it for _, it in gathered], modes, ds, n,
-                                   step)
+      return self._write_and_score([it for _, it in gathered], modes, ds, n, step)
 
     return eval_loop.finish(items, finalize)
 
@@ -158,11 +165,9 @@ class Evaluator:
       ex = ds[i]
       vid = io_util.as_str(ex["video_id"])
       raw_frames = np.asarray(ex["frames"])
-      frames = video_relations.frames_to_model(
-          raw_frames, self.config.input.image_size)
+      frames = video_relations.frames_to_model(raw_frames, self.config.input.image_size)
       grid_det = predictor.detect(frames)
-      item = {"video_id": vid, "rels": {}, "det_frames": [], "mot": [],
-              "gifs": {}}
+      item = {"video_id": vid, "rels": {}, "det_frames": [], "mot": [], "gifs": {}}
       for m in modes:
         rels, diag = predictor.predict_video(ex, frames, m, grid_det)
         item["rels"][m] = rels
@@ -171,8 +176,14 @@ class Evaluator:
           item["mot"] = mot_frames(ex, diag["raw_tracks"])
         if i < n_gif:
           item["gifs"][m] = visualize.draw_frames(
-              raw_frames, ex["frame_indices"], int(ex["width"]),
-              int(ex["height"]), diag["tracks"], self.categories, rels)
+            raw_frames,
+            ex["frame_indices"],
+            int(ex["width"]),
+            int(ex["height"]),
+            diag["tracks"],
+            self.categories,
+            rels,
+          )
       items.append((i, item))
     return items
 
@@ -186,42 +197,36 @@ class Evaluator:
       det_frames += item["det_frames"]
       mot += item["mot"]
       for m, imgs in item["gifs"].items():
-        visualize.write_gif(imgs, os.path.join(
-            self.workdir, f"gif_{m}", f"{item['video_id']}.gif"))
+        visualize.write_gif(imgs, os.path.join(self.workdir, f"gif_{m}", f"{item['video_id']}.gif"))
     gt = self._groundtruth(list(results[modes[0]].keys()))
     out = {}
     protocol = self.config.video.protocol
     for m in modes:
       path = os.path.join(self.workdir, f"submission_{m}_step{step}.json")
       submission.write_submission(results[m], path)
-      for k, v in score_submission(path, gt, protocol,
-                                   self.config.dataset).items():
+      for k, v in score_submission(path, gt, protocol, self.config.dataset).items():
         out[f"{m}/{k}"] = v
     if "detected" in modes:
       out["detected/AP50"] = video_metrics.detection_ap(det_frames)["AP50"]
       mm = video_metrics.clear_mot(mot)
-      out.update({f"detected/{k}": float(mm[k])
-                  for k in ("MOTA", "IDSW", "FP", "FN", "num_gt")})
+      out.update({f"detected/{k}": float(mm[k]) for k in ("MOTA", "IDSW", "FP", "FN", "num_gt")})
     if self.ec.get("prior"):
-      out.update({f"prior/{k}": v for k, v in self.prior(ds, n, gt,
-                                                         step).items()})
+      out.update({f"prior/{k}": v for k, v in self.prior(ds, n, gt, step).items()})
     return out
 
   def prior(self, ds, n, gt, step):
     """Scores the prior-only baseline on the same videos and protocol."""
-    train = video_relations.make_builder(self.config).as_data_source(
-        self.config.data.train_split)
+    train = video_relations.make_builder(self.config).as_data_source(self.config.data.train_split)
     counts = prior_baseline.triplet_counts(
-        (train[i] for i in range(len(train))), self.categories,
-        self.predicates)
+      (train[i] for i in range(len(train))), self.categories, self.predicates
+    )
     res = {}
     k = int(self.config.video.predicates_per_pair)
     for i in range(n):
       ex = ds[i]
       res[io_util.as_str(ex["video_id"])] = submission.cut_per_video(
-          prior_baseline.predict_video(ex, counts, self.categories, k),
-          self.config.video.protocol)
+        prior_baseline.predict_video(ex, counts, self.categories, k), self.config.video.protocol
+      )
     path = os.path.join(self.workdir, f"submission_prior_step{step}.json")
     submission.write_submission(res, path)
-    return score_submission(path, gt, self.config.video.protocol,
-                            self.config.dataset)
+    return score_submission(path, gt, self.config.video.protocol, self.config.dataset)

@@ -28,8 +28,10 @@ def interpolate_boxes(fids, boxes, start, end):
   fids = np.asarray(fids, np.float64)
   boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
   if fids.ndim != 1 or fids.shape[0] != boxes.shape[0] or fids.shape[0] == 0:
-    raise ValueError(f"need >= 1 observation with one box each, got "
-                     f"{fids.shape[0]} frame ids and {boxes.shape[0]} boxes")
+    raise ValueError(
+      f"need >= 1 observation with one box each, got "
+      f"{fids.shape[0]} frame ids and {boxes.shape[0]} boxes"
+    )
   if np.any(np.diff(fids) <= 0):
     raise ValueError(f"frame ids must increase strictly: {fids.tolist()}")
   t = np.arange(start, end, dtype=np.float64)

@@ -15,8 +15,18 @@ from relations.video_relations import boxes as box_lib
 from relations.video_relations import matching
 
 
-def detection_loss(logits, pred_boxes, tgt_labels, tgt_boxes, tgt_valid, *,
-                   eos_coef=0.1, w_class=1.0, w_l1=5.0, w_giou=2.0):
+def detection_loss(
+  logits,
+  pred_boxes,
+  tgt_labels,
+  tgt_boxes,
+  tgt_valid,
+  *,
+  eos_coef=0.1,
+  w_class=1.0,
+  w_l1=5.0,
+  w_giou=2.0,
+):
   """Hungarian set loss for a batch of frames.
 
   Args:
@@ -33,26 +43,27 @@ def detection_loss(logits, pred_boxes, tgt_labels, tgt_boxes, tgt_valid, *,
     `giou`), and `[N, M]` matched query per target (-1 if not valid).
   """
   n, q, c1 = logits.shape
-  match = matching.hungarian_match(logits, pred_boxes, tgt_labels, tgt_boxes,
-                                   tgt_valid, w_class=w_class, w_l1=w_l1,
-                                   w_giou=w_giou)
+  match = matching.hungarian_match(
+    logits, pred_boxes, tgt_labels, tgt_boxes, tgt_valid, w_class=w_class, w_l1=w_l1, w_giou=w_giou
+  )
   valid = tgt_valid & (match >= 0)
   # Class target per query: its matched label, else no-object (= C).
-  q_idx = jnp.where(valid, match, q)          # out-of-range index is dropped
+  q_idx = jnp.where(valid, match, q)  # out-of-range index is dropped
   cls_t = jnp.full((n, q + 1), c1 - 1, jnp.int32)
   cls_t = jax.vmap(lambda ct, qi, lab: ct.at[qi].set(lab, mode="drop"))(
-      cls_t, q_idx, tgt_labels.astype(jnp.int32))[:, :q]
+    cls_t, q_idx, tgt_labels.astype(jnp.int32)
+  )[:, :q]
   weight = jnp.where(cls_t == c1 - 1, eos_coef, 1.0)
   logp = jax.nn.log_softmax(logits, -1)
   nll = -jnp.take_along_axis(logp, cls_t[..., None], -1)[..., 0]
   loss_class = (nll * weight).sum() / jnp.maximum(weight.sum(), 1e-6)
-  matched = jnp.take_along_axis(pred_boxes, jnp.maximum(match, 0)[..., None],
-                                axis=1)                 # [N, M, 4]
+  matched = jnp.take_along_axis(pred_boxes, jnp.maximum(match, 0)[..., None], axis=1)  # [N, M, 4]
   vf = valid.astype(jnp.float32)
   num = jnp.maximum(vf.sum(), 1.0)
   l1 = (jnp.abs(matched - tgt_boxes).sum(-1) * vf).sum() / num
-  giou = box_lib.elementwise_giou(box_lib.cxcywh_to_xyxy(matched),
-                                  box_lib.cxcywh_to_xyxy(tgt_boxes))
+  giou = box_lib.elementwise_giou(
+    box_lib.cxcywh_to_xyxy(matched), box_lib.cxcywh_to_xyxy(tgt_boxes)
+  )
   l_giou = ((1.0 - giou) * vf).sum() / num
   loss = w_class * loss_class + w_l1 * l1 + w_giou * l_giou
   return loss, {"class": loss_class, "l1": l1, "giou": l_giou}, match
@@ -81,8 +92,7 @@ def embedding_loss(emb, match, valid, slot_ids, temperature=0.1):
   frame = jnp.broadcast_to(jnp.arange(t)[:, None], (t, m)).reshape(t * m)
   sim = jnp.einsum("bie,bje->bij", e, e) / temperature
   pair_ok = v[:, :, None] & v[:, None, :] & ~jnp.eye(t * m, dtype=bool)[None]
-  pos = pair_ok & (ids[:, :, None] == ids[:, None, :]) & (
-      frame[:, None] != frame[None, :])[None]
+  pos = pair_ok & (ids[:, :, None] == ids[:, None, :]) & (frame[:, None] != frame[None, :])[None]
   sim = jnp.where(pair_ok, sim, -1e9)
   log_all = jax.nn.logsumexp(sim, axis=-1)
   log_pos = jax.nn.logsumexp(jnp.where(pos, sim, -1e9), axis=-1)

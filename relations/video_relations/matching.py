@@ -13,8 +13,7 @@ import jax.numpy as jnp
 from relations.video_relations import boxes as box_lib
 
 
-def match_cost(logits, pred_boxes, tgt_labels, tgt_boxes, *, w_class=1.0,
-               w_l1=5.0, w_giou=2.0):
+def match_cost(logits, pred_boxes, tgt_labels, tgt_boxes, *, w_class=1.0, w_l1=5.0, w_giou=2.0):
   """Matching cost between the queries and the targets of one frame.
 
   Args:
@@ -30,8 +29,9 @@ def match_cost(logits, pred_boxes, tgt_labels, tgt_boxes, *, w_class=1.0,
   prob = jax.nn.softmax(logits, axis=-1)
   c_class = -jnp.take(prob, tgt_labels, axis=-1)
   c_l1 = jnp.abs(pred_boxes[:, None, :] - tgt_boxes[None, :, :]).sum(-1)
-  _, giou = box_lib.pairwise_iou_giou(box_lib.cxcywh_to_xyxy(pred_boxes),
-                                      box_lib.cxcywh_to_xyxy(tgt_boxes))
+  _, giou = box_lib.pairwise_iou_giou(
+    box_lib.cxcywh_to_xyxy(pred_boxes), box_lib.cxcywh_to_xyxy(tgt_boxes)
+  )
   return w_class * c_class + w_l1 * c_l1 - w_giou * giou
 
 
@@ -65,7 +65,7 @@ def _solve_wide(cost, row_valid, col_valid):
   # scipy fills `remaining` with the columns in reverse order (nc-1 ... 0); `pos[j]` is column
   # j's place in that list, -1 once it left it (or when it is not a valid column).
   n_cols = jnp.sum(col_valid).astype(jnp.int32)
-  rank_desc = jnp.cumsum(col_valid[::-1].astype(jnp.int32))[::-1] - 1   # valid cols after j
+  rank_desc = jnp.cumsum(col_valid[::-1].astype(jnp.int32))[::-1] - 1  # valid cols after j
   pos0 = jnp.where(col_valid, rank_desc, -1).astype(jnp.int32)
 
   def augment_row(cur, carry):
@@ -99,14 +99,29 @@ def _solve_wide(cost, row_valid, col_valid):
       pos = pos.at[j].set(-1)
       any_left = s["num_rem"] > 0
       sink = jnp.where(any_left, jnp.where(row4col[j] < 0, j, -1), -2)
-      return dict(i=jnp.where(row4col[j] < 0, i, row4col[j]).astype(jnp.int32), sr=sr,
-                  sc=s["sc"].at[j].set(True), spc=spc, path=path, pos=pos,
-                  num_rem=s["num_rem"] - 1, min_val=lowest, sink=sink.astype(jnp.int32))
+      return dict(
+        i=jnp.where(row4col[j] < 0, i, row4col[j]).astype(jnp.int32),
+        sr=sr,
+        sc=s["sc"].at[j].set(True),
+        spc=spc,
+        path=path,
+        pos=pos,
+        num_rem=s["num_rem"] - 1,
+        min_val=lowest,
+        sink=sink.astype(jnp.int32),
+      )
 
-    init = dict(i=cur, sr=jnp.zeros(r_n, bool), sc=jnp.zeros(c_n, bool),
-                spc=jnp.full(c_n, inf), path=jnp.full(c_n, -1, jnp.int32), pos=pos0,
-                num_rem=n_cols, min_val=jnp.zeros((), dtype),
-                sink=jnp.where(live & (n_cols > 0), -1, -2).astype(jnp.int32))
+    init = dict(
+      i=cur,
+      sr=jnp.zeros(r_n, bool),
+      sc=jnp.zeros(c_n, bool),
+      spc=jnp.full(c_n, inf),
+      path=jnp.full(c_n, -1, jnp.int32),
+      pos=pos0,
+      num_rem=n_cols,
+      min_val=jnp.zeros((), dtype),
+      sink=jnp.where(live & (n_cols > 0), -1, -2).astype(jnp.int32),
+    )
     s = jax.lax.while_loop(search_cond, search_body, init)
     ok = s["sink"] >= 0
     min_val, spc = s["min_val"], s["spc"]
@@ -128,11 +143,16 @@ def _solve_wide(cost, row_valid, col_valid):
       return col4row, row4col, i == cur, nxt
 
     col4row, row4col, _, _ = jax.lax.while_loop(
-        aug_cond, aug_body, (col4row, row4col, ~ok, jnp.maximum(s["sink"], 0)))
+      aug_cond, aug_body, (col4row, row4col, ~ok, jnp.maximum(s["sink"], 0))
+    )
     return u_new, v_new, col4row, row4col
 
-  carry = (jnp.zeros(r_n, dtype), jnp.zeros(c_n, dtype), jnp.full(r_n, -1, jnp.int32),
-           jnp.full(c_n, -1, jnp.int32))
+  carry = (
+    jnp.zeros(r_n, dtype),
+    jnp.zeros(c_n, dtype),
+    jnp.full(r_n, -1, jnp.int32),
+    jnp.full(c_n, -1, jnp.int32),
+  )
   _, _, col4row, _ = jax.lax.fori_loop(0, r_n, augment_row, carry)
   return col4row
 
@@ -175,13 +195,12 @@ def linear_sum_assignment(cost):
   n, m = cost.shape
   if n <= m:
     return jnp.arange(n, dtype=jnp.int32), assign(cost)
-  row4col = assign(cost.T)          # [m]: the row of each column
+  row4col = assign(cost.T)  # [m]: the row of each column
   order = jnp.argsort(row4col)
   return row4col[order], order.astype(jnp.int32)
 
 
-def hungarian_match(logits, pred_boxes, tgt_labels, tgt_boxes, tgt_valid,
-                    **cost_kw):
+def hungarian_match(logits, pred_boxes, tgt_labels, tgt_boxes, tgt_valid, **cost_kw):
   """Matches queries to targets for a batch of frames (jit-compatible, on device).
 
   Args:
@@ -198,10 +217,12 @@ def hungarian_match(logits, pred_boxes, tgt_labels, tgt_boxes, tgt_valid,
   """
   q, m = logits.shape[1], tgt_labels.shape[1]
   if m > q:
-    raise ValueError(f"{m} target slots but only {q} queries; raise model.num_queries "
-                     "or lower input.max_objects")
+    raise ValueError(
+      f"{m} target slots but only {q} queries; raise model.num_queries or lower input.max_objects"
+    )
   cost = jax.vmap(lambda l, b, t, tb: match_cost(l, b, t, tb, **cost_kw))(
-      logits, pred_boxes, jnp.maximum(tgt_labels, 0), tgt_boxes)
+    logits, pred_boxes, jnp.maximum(tgt_labels, 0), tgt_boxes
+  )
   cost = jax.lax.stop_gradient(cost)
   # Targets are the rows (M <= Q): scipy, given the [Q, M_valid] matrix,
   # transposes it the same way whenever M_valid < Q.

@@ -23,6 +23,7 @@ from relations.nn import vit
 
 class RelationTracker(nn.Module):
   """See module docstring. `vit_kw` are passed to `vit.Model`."""
+
   num_classes: int
   num_predicates: int
   vit_kw: dict
@@ -41,14 +42,22 @@ class RelationTracker(nn.Module):
   def setup(self):
     self.encoder = vit.Model(**self.vit_kw)
     self.detector = detection_head.DetectionHead(
-        num_classes=self.num_classes, num_queries=self.num_queries,
-        num_layers=self.det_layers, num_heads=self.det_heads,
-        mlp_dim=self.det_mlp_dim, emb_dim=self.emb_dim,
-        refine_size=self.refine_size, refine_iters=self.refine_iters)
+      num_classes=self.num_classes,
+      num_queries=self.num_queries,
+      num_layers=self.det_layers,
+      num_heads=self.det_heads,
+      mlp_dim=self.det_mlp_dim,
+      emb_dim=self.emb_dim,
+      refine_size=self.refine_size,
+      refine_iters=self.refine_iters,
+    )
     self.relation = relation_head.RelationHead(
-        num_predicates=self.num_predicates, hidden=self.rel_hidden,
-        roi_size=self.roi_size, roi_samples=self.roi_samples,
-        use_motion=self.use_motion)
+      num_predicates=self.num_predicates,
+      hidden=self.rel_hidden,
+      roi_size=self.roi_size,
+      roi_samples=self.roi_samples,
+      use_motion=self.use_motion,
+    )
 
   def encode_detect(self, frames, train=False):
     """`[N, H, W, 3]` -> (`[N, h, w, D]` patch grid, detection dict)."""
@@ -56,14 +65,13 @@ class RelationTracker(nn.Module):
     grid = out["patch_grid"]
     return grid, self.detector(grid, frames)
 
-  def relate(self, grid, frame_idx, times, sub_boxes, obj_boxes, mask,
-             sub_cat, obj_cat):
+  def relate(self, grid, frame_idx, times, sub_boxes, obj_boxes, mask, sub_cat, obj_cat):
     """Predicate logits `[P, num_predicates]`; see `RelationHead`."""
-    return self.relation(grid, frame_idx, times, sub_boxes, obj_boxes, mask,
-                         sub_cat, obj_cat)
+    return self.relation(grid, frame_idx, times, sub_boxes, obj_boxes, mask, sub_cat, obj_cat)
 
-  def __call__(self, frames, frame_idx, times, sub_boxes, obj_boxes, mask,
-               sub_cat, obj_cat, train=False):
+  def __call__(
+    self, frames, frame_idx, times, sub_boxes, obj_boxes, mask, sub_cat, obj_cat, train=False
+  ):
     """Training forward pass on a batch of clips.
 
     Args:
@@ -79,14 +87,14 @@ class RelationTracker(nn.Module):
       has leading dims `[B * T]`.
     """
     b, t = frames.shape[:2]
-    grid, det = self.encode_detect(frames.reshape(b * t, *frames.shape[2:]),
-                                   train=train)
+    grid, det = self.encode_detect(frames.reshape(b * t, *frames.shape[2:]), train=train)
     grid = grid.reshape(b, t, *grid.shape[1:])
     logits = nn.vmap(
-        lambda mdl, *a: mdl(*a), variable_axes={"params": None},
-        split_rngs={"params": False}, in_axes=0)(
-            self.relation, grid, frame_idx, times, sub_boxes, obj_boxes, mask,
-            sub_cat, obj_cat)
+      lambda mdl, *a: mdl(*a),
+      variable_axes={"params": None},
+      split_rngs={"params": False},
+      in_axes=0,
+    )(self.relation, grid, frame_idx, times, sub_boxes, obj_boxes, mask, sub_cat, obj_cat)
     return logits, det
 
 
@@ -98,5 +106,6 @@ def Model(*, num_classes, num_predicates, vit_variant=None, vit=None, **kw):  # 
   vit_kw = dict(vit or {})
   if vit_variant:
     vit_kw["variant"] = vit_variant
-  return RelationTracker(num_classes=num_classes,
-                         num_predicates=num_predicates, vit_kw=vit_kw, **kw)
+  return RelationTracker(
+    num_classes=num_classes, num_predicates=num_predicates, vit_kw=vit_kw, **kw
+  )

@@ -42,6 +42,7 @@ class TrackInfo:
   inside the span, held outside), `present` `[T]` sampled frames inside the
   native span `[start, end)`, `native_boxes` `[end - start, 4]` pixel xyxy.
   """
+
   track_id: int
   category: int
   category_prob: float
@@ -72,18 +73,19 @@ def groundtruth_tracks(example):
     start, end = int(fr[0]), int(fr[-1]) + 1
     native = interpolate.interpolate_boxes(fr, nb[fr, k], start, end)
     # Annotated frames keep their exact boxes; gaps are interpolated.
-    sampled = np.stack([np.interp(fidx, fr, nb[fr, k, j]) for j in range(4)],
-                       -1)
-    out.append(TrackInfo(k, int(cat), 1.0, _norm(sampled, w, h),
-                         (fidx >= start) & (fidx < end), start, end, native))
+    sampled = np.stack([np.interp(fidx, fr, nb[fr, k, j]) for j in range(4)], -1)
+    out.append(
+      TrackInfo(
+        k, int(cat), 1.0, _norm(sampled, w, h), (fidx >= start) & (fidx < end), start, end, native
+      )
+    )
   return out
 
 
 def own_window(start, end, trim, num_frames):
   """The part `[start + trim, end - trim)` of a segment that its predictions
   claim; not trimmed at the video's first / last frame."""
-  return (start + trim if start > 0 else start,
-          end - trim if end < num_frames else end)
+  return (start + trim if start > 0 else start, end - trim if end < num_frames else end)
 
 
 def smooth_boxes(boxes, weight):
@@ -96,8 +98,7 @@ def smooth_boxes(boxes, weight):
   if weight <= 0 or len(boxes) < 3:
     return boxes
   out = boxes.copy()
-  out[1:-1] = (weight * boxes[:-2] + boxes[1:-1] + weight * boxes[2:]) / (
-      1 + 2 * weight)
+  out[1:-1] = (weight * boxes[:-2] + boxes[1:-1] + weight * boxes[2:]) / (1 + 2 * weight)
   return out
 
 
@@ -124,10 +125,14 @@ def detected_tracks(example, det, tracker_cfg, smoothing=0.0):
     cls = probs[:, :-1]
     xyxy = box_lib.np_cxcywh_to_xyxy(det["boxes"][t]) * np.array([w, h, w, h])
     xyxy = xyxy - np.array([0, 0, 1, 1])
-    frames.append({"boxes": xyxy, "scores": cls.max(-1),
-                   "class_probs": cls / np.maximum(cls.sum(-1, keepdims=True),
-                                                   1e-9),
-                   "embeddings": det["embeddings"][t]})
+    frames.append(
+      {
+        "boxes": xyxy,
+        "scores": cls.max(-1),
+        "class_probs": cls / np.maximum(cls.sum(-1, keepdims=True), 1e-9),
+        "embeddings": det["embeddings"][t],
+      }
+    )
   raw = tracking.link_detections(frames, tracker_cfg)
   out = []
   for tr in raw:
@@ -138,16 +143,25 @@ def detected_tracks(example, det, tracker_cfg, smoothing=0.0):
     sampled = np.stack([np.interp(fidx, f, bx[:, j]) for j in range(4)], -1)
     p = tr.category_distribution()
     c = int(np.argmax(p))
-    out.append(TrackInfo(tr.track_id, c, float(p[c]), _norm(sampled, w, h),
-                         (fidx >= start) & (fidx < end), start, end, native))
+    out.append(
+      TrackInfo(
+        tr.track_id,
+        c,
+        float(p[c]),
+        _norm(sampled, w, h),
+        (fidx >= start) & (fidx < end),
+        start,
+        end,
+        native,
+      )
+    )
   return out, raw
 
 
 class Predictor:
   """Runs the model on whole videos and produces video-level relations."""
 
-  def __init__(self, model, params, config, categories, predicates,
-               mesh=None):
+  def __init__(self, model, params, config, categories, predicates, mesh=None):
     """`mesh`: optional local mesh (1 axis) holding `params` replicated; the
     encoder's frame batches are then split over its devices."""
     self.model = model
@@ -157,15 +171,16 @@ class Predictor:
     self.predicates = list(predicates)
     v = config.video
     self.tracker_cfg = tracking.TrackerConfig(**dict(v.tracker))
-    encode = lambda p, x: model.apply(
-        {"params": p}, x, method=model.encode_detect)
+    encode = lambda p, x: model.apply({"params": p}, x, method=model.encode_detect)
     self._frames_sharding = None
     if mesh is not None and int(v.frame_batch) % mesh.size == 0:
       from jax.sharding import NamedSharding, PartitionSpec as P  # pylint: disable=g-import-not-at-top
+
       self._frames_sharding = NamedSharding(mesh, P(mesh.axis_names[0]))
     self._encode = jax.jit(encode)
-    self._relate = jax.jit(lambda p, *a: jax.nn.sigmoid(model.apply(
-        {"params": p}, *a, method=model.relate)))
+    self._relate = jax.jit(
+      lambda p, *a: jax.nn.sigmoid(model.apply({"params": p}, *a, method=model.relate))
+    )
 
   def detect(self, frames):
     """Model frames `[T, H, W, 3]` -> (grid, numpy detections).
@@ -176,17 +191,25 @@ class Predictor:
     fb = int(self.config.video.frame_batch)
     t = len(frames)
     pad = (-t) % fb
-    x = np.concatenate([frames, np.zeros((pad, *frames.shape[1:]),
-                                         frames.dtype)]) if pad else frames
+    x = (
+      np.concatenate([frames, np.zeros((pad, *frames.shape[1:]), frames.dtype)]) if pad else frames
+    )
     grids, dets = [], []
     for i in range(0, len(x), fb):
-      xb = (jnp.asarray(x[i:i + fb]) if self._frames_sharding is None
-            else jax.device_put(x[i:i + fb], self._frames_sharding))
+      xb = (
+        jnp.asarray(x[i : i + fb])
+        if self._frames_sharding is None
+        else jax.device_put(x[i : i + fb], self._frames_sharding)
+      )
       g, d = self._encode(self.params, xb)
       grids.append(g)
-      dets.append({"boxes": np.asarray(d["boxes"]),
-                   "probs": np.asarray(jax.nn.softmax(d["logits"], -1)),
-                   "embeddings": np.asarray(d["embeddings"])})
+      dets.append(
+        {
+          "boxes": np.asarray(d["boxes"]),
+          "probs": np.asarray(jax.nn.softmax(d["logits"], -1)),
+          "embeddings": np.asarray(d["embeddings"]),
+        }
+      )
     # The grid stays padded to a multiple of `frame_batch` frames: `relate`
     # then compiles once per bucket, not once per video length.
     grid = jnp.concatenate(grids)
@@ -200,7 +223,7 @@ class Predictor:
     n_native = int(example["num_frames"])
     seg_len = int(v.segment_length)
     segs = seg_lib.segment_video(0, n_native, seg_len, int(v.segment_stride))
-    rows = []    # (segment index, sub track, obj track, frame rows)
+    rows = []  # (segment index, sub track, obj track, frame rows)
     for si, (s, e) in enumerate(segs):
       sel = np.flatnonzero((fidx >= s) & (fidx < e))
       if sel.size == 0:
@@ -213,7 +236,7 @@ class Predictor:
     if not rows:
       return [(s, []) for s, _ in segs]
     l_max = max(len(r[3]) for r in rows)
-    l_max += (-l_max) % 4           # few distinct shapes -> few compilations
+    l_max += (-l_max) % 4  # few distinct shapes -> few compilations
     pb = int(v.pair_batch)
     n = len(rows) + (-len(rows)) % pb
     c = len(self.categories)
@@ -237,10 +260,12 @@ class Predictor:
     probs = []
     for i in range(0, n, pb):
       sl = slice(i, i + pb)
-      probs.append(np.asarray(self._relate(
-          self.params, grid, fi[sl], tm[sl], sb[sl], ob[sl], mk[sl], sc[sl],
-          oc[sl])))
-    probs = np.concatenate(probs)[:len(rows)]
+      probs.append(
+        np.asarray(
+          self._relate(self.params, grid, fi[sl], tm[sl], sb[sl], ob[sl], mk[sl], sc[sl], oc[sl])
+        )
+      )
+    probs = np.concatenate(probs)[: len(rows)]
     k_top = int(v.predicates_per_pair)
     out = {si: [] for si in range(len(segs))}
     trim = int(v.get("segment_trim", 0))
@@ -259,12 +284,17 @@ class Predictor:
         score = float(probs[r, p]) * a.category_prob * b.category_prob
         if score < float(v.min_score):
           continue
-        out[si].append(association.Relation(
-            (self.categories[a.category], self.predicates[p],
-             self.categories[b.category]), start, end,
-            a.native_boxes[start - a.start:end - a.start],
-            b.native_boxes[start - b.start:end - b.start], [score],
-            {"sub_track": a.track_id, "obj_track": b.track_id}))
+        out[si].append(
+          association.Relation(
+            (self.categories[a.category], self.predicates[p], self.categories[b.category]),
+            start,
+            end,
+            a.native_boxes[start - a.start : end - a.start],
+            b.native_boxes[start - b.start : end - b.start],
+            [score],
+            {"sub_track": a.track_id, "obj_track": b.track_id},
+          )
+        )
     return [(segs[si][0], out[si]) for si in range(len(segs))]
 
   def predict_video(self, example, frames, mode, grid_det=None):
@@ -285,20 +315,20 @@ class Predictor:
     if mode == "groundtruth":
       tracks, raw = groundtruth_tracks(example), None
     elif mode == "detected":
-      tracks, raw = detected_tracks(example, det, self.tracker_cfg,
-                                    float(v.get("box_smoothing", 0.0)))
+      tracks, raw = detected_tracks(
+        example, det, self.tracker_cfg, float(v.get("box_smoothing", 0.0))
+      )
     else:
-      raise ValueError(f"config.video.tracks: unknown mode {mode!r} "
-                       "(groundtruth, detected)")
+      raise ValueError(f"config.video.tracks: unknown mode {mode!r} (groundtruth, detected)")
     seg_rels = self.segment_relations(example, grid, tracks)
     rels = association.greedy_relational_association(
-        seg_rels, float(v.association_threshold), int(v.topk_per_segment))
+      seg_rels, float(v.association_threshold), int(v.topk_per_segment)
+    )
     ratio = float(v.get("trim_ratio", 0.0))
     if ratio:
       rels = [association.trim_weak_ends(r, ratio) for r in rels]
     shrink = int(v.get("extent_shrink", 0))
     if shrink:
-      rels = [association.shrink(r, shrink, int(example["num_frames"]))
-              for r in rels]
+      rels = [association.shrink(r, shrink, int(example["num_frames"])) for r in rels]
     rels = submission.cut_per_video(rels, v.protocol)
     return rels, {"tracks": tracks, "raw_tracks": raw, "detections": det}

@@ -50,9 +50,15 @@ def predict_video(example, counts, categories, k=5):
       total = sum(cnt.values())
       # most_common breaks ties by first insertion: deterministic.
       for pred, c in cnt.most_common(k):
-        out.append(association.Relation(
-            (ca, pred, cb), start, end,
-            a.native_boxes[start - a.start:end - a.start],
-            b.native_boxes[start - b.start:end - b.start], [c / total],
-            {"sub_track": a.track_id, "obj_track": b.track_id}))
+        out.append(
+          association.Relation(
+            (ca, pred, cb),
+            start,
+            end,
+            a.native_boxes[start - a.start : end - a.start],
+            b.native_boxes[start - b.start : end - b.start],
+            [c / total],
+            {"sub_track": a.track_id, "obj_track": b.track_id},
+          )
+        )
   return out

@@ -38,8 +38,7 @@ def cut_per_video(relations, protocol="vru20", limit=None):
   """
   if limit is None:
     if protocol not in PROTOCOL_LIMITS:
-      raise ValueError(f"unknown protocol {protocol!r}; "
-                       f"expected one of {sorted(PROTOCOL_LIMITS)}")
+      raise ValueError(f"unknown protocol {protocol!r}; expected one of {sorted(PROTOCOL_LIMITS)}")
     limit = PROTOCOL_LIMITS[protocol]
   score = lambda r: r["score"] if isinstance(r, dict) else r.score
   return sorted(relations, key=lambda r: -score(r))[:limit]
@@ -55,22 +54,27 @@ def relation_to_json(rel, ndigits=2):
     return rel
   n = rel.end - rel.start
   if len(rel.sub_traj) != n or len(rel.obj_traj) != n:
-    raise ValueError(f"relation {rel.triplet} [{rel.start}, {rel.end}) has "
-                     f"{len(rel.sub_traj)} subject / {len(rel.obj_traj)} "
-                     f"object boxes, expected {n}")
+    raise ValueError(
+      f"relation {rel.triplet} [{rel.start}, {rel.end}) has "
+      f"{len(rel.sub_traj)} subject / {len(rel.obj_traj)} "
+      f"object boxes, expected {n}"
+    )
   r = lambda t: np.round(np.asarray(t, np.float64), ndigits).tolist()
-  return {"triplet": [str(x) for x in rel.triplet],
-          "score": float(rel.score),
-          "duration": [int(rel.start), int(rel.end)],
-          "sub_traj": r(rel.sub_traj),
-          "obj_traj": r(rel.obj_traj)}
+  return {
+    "triplet": [str(x) for x in rel.triplet],
+    "score": float(rel.score),
+    "duration": [int(rel.start), int(rel.end)],
+    "sub_traj": r(rel.sub_traj),
+    "obj_traj": r(rel.obj_traj),
+  }
 
 
 def make_submission(results, external_data=None):
   """`{video_id: [Relation | dict]}` -> the official submission dict."""
-  out = {"version": "VERSION 1.0",
-         "results": {str(vid): [relation_to_json(r) for r in rels]
-                     for vid, rels in results.items()}}
+  out = {
+    "version": "VERSION 1.0",
+    "results": {str(vid): [relation_to_json(r) for r in rels] for vid, rels in results.items()},
+  }
   if external_data is not None:
     out["external_data"] = external_data
   return out

@@ -49,6 +49,7 @@ class Track:
   `frames` are indices into the sampled-frame axis, `boxes` `[n, 4]` xyxy,
   `scores` `[n]`, `class_probs` `[n, C]` (no-object excluded).
   """
+
   track_id: int
   frames: list
   boxes: list
@@ -114,10 +115,8 @@ def link_detections(frames, cfg=TrackerConfig()):
       iou = box_lib.np_pairwise_iou(pred, boxes)
       cos = np.stack([tr.embedding for tr in live]) @ emb.T
       aff = cfg.w_app * cos + cfg.w_iou * iou
-      ok = (aff >= cfg.match_threshold) & ((iou >= cfg.iou_gate) |
-                                           (cos >= cfg.app_gate))
-      rows, cols = scipy.optimize.linear_sum_assignment(
-          np.where(ok, -aff, 1e6))
+      ok = (aff >= cfg.match_threshold) & ((iou >= cfg.iou_gate) | (cos >= cfg.app_gate))
+      rows, cols = scipy.optimize.linear_sum_assignment(np.where(ok, -aff, 1e6))
       for r, c in zip(rows, cols):
         if not ok[r, c]:
           continue
@@ -140,9 +139,16 @@ def link_detections(frames, cfg=TrackerConfig()):
       k = idx[c]
       if c in matched_det or scores[k] < cfg.birth_threshold:
         continue
-      live.append(Track(next_id, [t], [boxes[c]], [float(scores[k])],
-                        [np.asarray(det["class_probs"][k], np.float64)],
-                        emb[c]))
+      live.append(
+        Track(
+          next_id,
+          [t],
+          [boxes[c]],
+          [float(scores[k])],
+          [np.asarray(det["class_probs"][k], np.float64)],
+          emb[c],
+        )
+      )
       next_id += 1
   tracks = sorted(done + live, key=lambda tr: tr.track_id)
   tracks = [tr for tr in tracks if len(tr.frames) >= cfg.min_length]

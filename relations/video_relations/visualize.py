@@ -4,20 +4,29 @@ Each sampled frame shows the trajectories (box, id and category) and the
 highest-scored relations active at that native frame.
 """
 
-
 import numpy as np
 from PIL import Image
 from PIL import ImageDraw
 
 from relations import io_util
 
-_COLOURS = [(230, 25, 75), (60, 180, 75), (255, 225, 25), (0, 130, 200),
-            (245, 130, 48), (145, 30, 180), (70, 240, 240), (240, 50, 230),
-            (210, 245, 60), (250, 190, 212)]
+_COLOURS = [
+  (230, 25, 75),
+  (60, 180, 75),
+  (255, 225, 25),
+  (0, 130, 200),
+  (245, 130, 48),
+  (145, 30, 180),
+  (70, 240, 240),
+  (240, 50, 230),
+  (210, 245, 60),
+  (250, 190, 212),
+]
 
 
-def draw_frames(frames, frame_indices, width, height, tracks, categories,
-                relations, max_lines=3, scale=3):
+def draw_frames(
+  frames, frame_indices, width, height, tracks, categories, relations, max_lines=3, scale=3
+):
   """Annotated RGB frames.
 
   Args:
@@ -48,13 +57,11 @@ def draw_frames(frames, frame_indices, width, height, tracks, categories,
       x1, y1, x2, y2 = tr.native_boxes[f - tr.start]
       c = _COLOURS[tr.track_id % len(_COLOURS)]
       d.rectangle([x1 * sx, y1 * sy, (x2 + 1) * sx, (y2 + 1) * sy], outline=c)
-      d.text((x1 * sx + 2, y1 * sy + 1),
-             f"{tr.track_id}:{categories[tr.category]}", fill=c)
+      d.text((x1 * sx + 2, y1 * sy + 1), f"{tr.track_id}:{categories[tr.category]}", fill=c)
     active = [r for r in rels if r.start <= f < r.end][:max_lines]
     for i, r in enumerate(active):
       s, p, o = r.triplet
-      d.text((2, h * scale + 12 * i),
-             f"{s}-{p}-{o} {r.score:.2f}", fill=(255, 255, 255))
+      d.text((2, h * scale + 12 * i), f"{s}-{p}-{o} {r.score:.2f}", fill=(255, 255, 255))
     out.append(canvas)
   return out
 
@@ -62,6 +69,7 @@ def draw_frames(frames, frame_indices, width, height, tracks, categories,
 def write_gif(images, path, fps=6.0):
   """Writes PIL images as a looping GIF (temporary name, then rename)."""
   with io_util.atomic_path(path) as tmp:
-    images[0].save(tmp, save_all=True, append_images=images[1:],
-                   duration=int(1000 / fps), loop=0, format="GIF")
+    images[0].save(
+      tmp, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0, format="GIF"
+    )
   return path

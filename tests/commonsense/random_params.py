@@ -11,16 +11,16 @@ import jax
 import numpy as np
 
 
-def random_params(module: nn.Module, *args, seed: int = 0,
-                  std: float = 0.02, **kwargs):
+def random_params(module: nn.Module, *args, seed: int = 0, std: float = 0.02, **kwargs):
   """Plain (unboxed) params shaped like `module.init(rng, *args, **kwargs)`.
 
   LayerNorm scales are 1 + N(0, 0.1); every other leaf (kernels, embeddings,
   biases, LayerNorm biases) is N(0, std), so no parameter is a trivial 0 or 1
   that would hide a mix-up. float32 like the models' params.
   """
-  shapes = nn.meta.unbox(jax.eval_shape(
-      lambda: module.init(jax.random.PRNGKey(0), *args, **kwargs))["params"])
+  shapes = nn.meta.unbox(
+    jax.eval_shape(lambda: module.init(jax.random.PRNGKey(0), *args, **kwargs))["params"]
+  )
   rng = np.random.default_rng(seed)
 
   def draw(path, s):

@@ -18,30 +18,33 @@ V, L, K, EOS = 60, 16, 4, 3
 def _batch(b=2, visual="features"):
   rng = np.random.default_rng(0)
   ids = rng.integers(10, V, (b, L)).astype(np.int32)
-  ids[:, 1:1 + K] = EOS          # slot positions hold eos ids
-  ids[:, 10:12] = EOS            # padding inside the sequence
+  ids[:, 1 : 1 + K] = EOS  # slot positions hold eos ids
+  ids[:, 10:12] = EOS  # padding inside the sequence
   labels = np.full((b, L), -1, np.int32)
   labels[:, 12:] = ids[:, 12:]
   slot_mask = np.zeros((b, K), bool)
   slot_mask[0, :3] = True
   slot_mask[1, :2] = True
-  batch = {"input_ids": ids, "labels": labels, "token_mask": ids != EOS,
-           "slot_mask": slot_mask,
-           "slot_person_ids": np.array([[50, 52, 0, 0], [50, 51, 0, 0]],
-                                       np.int32)}
+  batch = {
+    "input_ids": ids,
+    "labels": labels,
+    "token_mask": ids != EOS,
+    "slot_mask": slot_mask,
+    "slot_person_ids": np.array([[50, 52, 0, 0], [50, 51, 0, 0]], np.int32),
+  }
   if visual == "features":
     batch["visual_features"] = rng.normal(size=(b, K, 12)).astype(np.float32)
   else:
     batch["image"] = rng.uniform(-1, 1, (b, 16, 16, 3)).astype(np.float32)
-    batch["boxes"] = np.tile(np.array([[0, 0, 1, 1], [0, 0, .5, .5],
-                                       [.5, .5, 1, 1], [0, 0, 1, 1]],
-                                      np.float32), (b, 1, 1))
+    batch["boxes"] = np.tile(
+      np.array([[0, 0, 1, 1], [0, 0, 0.5, 0.5], [0.5, 0.5, 1, 1], [0, 0, 1, 1]], np.float32),
+      (b, 1, 1),
+    )
   return jax.tree.map(jnp.asarray, batch)
 
 
 def _model(**kw):
-  lm = dict(vocab_size=V, num_layers=2, width=32, num_heads=4, max_len=32,
-            dropout=0.0)
+  lm = dict(vocab_size=V, num_layers=2, width=32, num_heads=4, max_len=32, dropout=0.0)
   kw.setdefault("visual_dropout", 0.0)
   return vl_generator.VLGenerator(lm=lm, num_slots=K, **kw)
 
@@ -60,11 +63,9 @@ def test_slots_overwrite_image_positions_with_pg_and_subject():
   batch = _batch()
   model = _model()
   params = _init(model, batch)
-  emb, mask = _fn(model, vl_generator.VLGenerator.input_embeddings)(params,
-                                                                   batch)
+  emb, mask = _fn(model, vl_generator.VLGenerator.input_embeddings)(params, batch)
   wte = params["lm"]["wte"]["embedding"]
-  proj = _fn(model, lambda m, f: m.project(f, False))(
-      params, batch["visual_features"])
+  proj = _fn(model, lambda m, f: m.project(f, False))(params, batch["visual_features"])
   subj = params["subject_embed"][0]
   # Row 0: slots 0..2 filled, slot 3 keeps wte(eos).
   for k in range(3):
@@ -72,13 +73,12 @@ def test_slots_overwrite_image_positions_with_pg_and_subject():
     np.testing.assert_allclose(emb[0, 1 + k], want, atol=1e-5)
   np.testing.assert_allclose(emb[0, 4], wte[EOS], atol=1e-6)
   np.testing.assert_allclose(emb[0, 0], wte[batch["input_ids"][0, 0]])
-  np.testing.assert_array_equal(mask[0, 1:1 + K], [True, True, True, False])
-  np.testing.assert_array_equal(mask[1, 1:1 + K], [True, True, False, False])
+  np.testing.assert_array_equal(mask[0, 1 : 1 + K], [True, True, True, False])
+  np.testing.assert_array_equal(mask[1, 1 : 1 + K], [True, True, False, False])
   assert not mask[0, 10] and mask[0, 12]
   # Without PG the detection embedding is not added.
   nopg = _model(person_grounding=False)
-  emb2, _ = _fn(nopg, vl_generator.VLGenerator.input_embeddings)(params,
-                                                                 batch)
+  emb2, _ = _fn(nopg, vl_generator.VLGenerator.input_embeddings)(params, batch)
   np.testing.assert_allclose(emb2[0, 2], proj[0, 1] + subj, atol=1e-5)
 
 
@@ -94,9 +94,9 @@ def test_attention_mask_switch_hides_or_attends_padding():
     b, _ = forward(params, changed)
     diff = float(jnp.abs(a[:, 12:] - b[:, 12:]).max())
     if masked:
-      assert diff < 1e-5   # token_mask (from the original ids) hides 10..11
+      assert diff < 1e-5  # token_mask (from the original ids) hides 10..11
     else:
-      assert diff > 1e-3   # official behaviour: padding is attended
+      assert diff > 1e-3  # official behaviour: padding is attended
 
 
 def test_text_only_model_has_no_visual_params_and_ignores_slots():
@@ -104,17 +104,17 @@ def test_text_only_model_has_no_visual_params_and_ignores_slots():
   model = _model(visual="none")
   params = _init(model, batch)
   assert set(params) == {"lm"}
-  emb, mask = _fn(model, vl_generator.VLGenerator.input_embeddings)(params,
-                                                                   batch)
-  np.testing.assert_allclose(emb[:, 1:1 + K],
-                             params["lm"]["wte"]["embedding"][EOS][None, None]
-                             * jnp.ones((2, K, 1)), atol=1e-6)
-  assert not bool(mask[:, 1:1 + K].any())
+  emb, mask = _fn(model, vl_generator.VLGenerator.input_embeddings)(params, batch)
+  np.testing.assert_allclose(
+    emb[:, 1 : 1 + K],
+    params["lm"]["wte"]["embedding"][EOS][None, None] * jnp.ones((2, K, 1)),
+    atol=1e-6,
+  )
+  assert not bool(mask[:, 1 : 1 + K].any())
 
 
 def test_lm_loss_and_sequence_scores_on_known_values():
-  logits = jnp.log(jnp.array([[[0.5, 0.25, 0.25], [0.1, 0.8, 0.1],
-                               [1 / 3, 1 / 3, 1 / 3]]]))
+  logits = jnp.log(jnp.array([[[0.5, 0.25, 0.25], [0.1, 0.8, 0.1], [1 / 3, 1 / 3, 1 / 3]]]))
   labels = jnp.array([[-1, 0, 1]])  # pos 0 predicts 0 (p .5), pos 1 -> 1 (.8)
   loss, m = losses.lm_loss(logits, labels)
   want = (np.log(2) - np.log(0.8)) / 2
@@ -132,10 +132,10 @@ def test_cached_greedy_decoding_matches_full_forward(masked):
   model = _model(attention_mask=masked)
   params = _init(model, batch)
   prompt_len, steps = 12, 4
-  cfg = decode.SampleConfig(num_samples=2, max_new_tokens=steps,
-                            temperature=0.0, stop_id=-1, pad_id=0)
-  fn = decode.make_sample_fn(vl_generator.VLDecoder(model, prompt_len), cfg,
-                             prompt_len=prompt_len)
+  cfg = decode.SampleConfig(
+    num_samples=2, max_new_tokens=steps, temperature=0.0, stop_id=-1, pad_id=0
+  )
+  fn = decode.make_sample_fn(vl_generator.VLDecoder(model, prompt_len), cfg, prompt_len=prompt_len)
   out = np.asarray(fn(params, batch, jax.random.PRNGKey(0)))
   assert out.shape == (2, 2, steps)
   # Reference: uncached full forward passes on the growing sequence (the
@@ -160,10 +160,17 @@ def test_beam_scores_equal_full_forward_log_probs_of_the_hypotheses():
   model = _model(attention_mask=True)
   params = _init(model, batch)
   prompt_len, steps, k, stop = 12, 4, 3, 7
-  cfg = beam.BeamConfig(num_beams=k, max_new_tokens=steps, stop_id=stop,
-                        pad_id=0, length_penalty=1.0, early_stopping="never")
-  toks, scores = beam.make_beam_fn(
-      vl_generator.VLDecoder(model, prompt_len), cfg, prompt_len)(params, batch)
+  cfg = beam.BeamConfig(
+    num_beams=k,
+    max_new_tokens=steps,
+    stop_id=stop,
+    pad_id=0,
+    length_penalty=1.0,
+    early_stopping="never",
+  )
+  toks, scores = beam.make_beam_fn(vl_generator.VLDecoder(model, prompt_len), cfg, prompt_len)(
+    params, batch
+  )
   toks, scores = np.asarray(toks), np.asarray(scores)
   assert toks.shape == (2, k, steps)
   forward = _fn(model)
@@ -172,8 +179,9 @@ def test_beam_scores_equal_full_forward_log_probs_of_the_hypotheses():
     ids[:, prompt_len:] = toks[:, j]
     tmask = np.asarray(batch["token_mask"]).copy()
     tmask[:, prompt_len:] = True
-    logits, _ = forward(params, dict(batch, input_ids=jnp.asarray(ids),
-                                     token_mask=jnp.asarray(tmask)))
+    logits, _ = forward(
+      params, dict(batch, input_ids=jnp.asarray(ids), token_mask=jnp.asarray(tmask))
+    )
     logp = np.asarray(jax.nn.log_softmax(logits, -1))
     for b in range(2):
       row = toks[b, j].tolist()
@@ -186,9 +194,10 @@ def test_beam_scores_equal_full_forward_log_probs_of_the_hypotheses():
 
 def test_vit_slots_train_the_vit():
   batch = _batch(visual="vit")
-  model = _model(visual="vit", vit=dict(width=16, depth=1, mlp_dim=32,
-                                        num_heads=2, patch_size=4,
-                                        posemb_grid=(4, 4)))
+  model = _model(
+    visual="vit",
+    vit=dict(width=16, depth=1, mlp_dim=32, num_heads=2, patch_size=4, posemb_grid=(4, 4)),
+  )
   params = _init(model, batch)
   assert "vit" in params
 
@@ -199,7 +208,8 @@ def test_vit_slots_train_the_vit():
   @jax.jit
   def grads_and_embeddings(p):
     return jax.grad(loss)(p), model.apply(
-        {"params": p}, batch, method=vl_generator.VLGenerator.input_embeddings)
+      {"params": p}, batch, method=vl_generator.VLGenerator.input_embeddings
+    )
 
   grads, (emb, _) = grads_and_embeddings(params)
   g = grads["vit"]["embedding"]["kernel"]
@@ -234,20 +244,25 @@ def test_acc50_shared_prompt_scores_equal_per_candidate_forward(masked):
   cont = rng.integers(10, V, (g, c, L - rel)).astype(np.int32)
   for gi in range(g):
     for ci in range(c):
-      n = 2 + (gi * c + ci) % 4             # inference lengths 2..5
-      cont[gi, ci, 1 + n:] = EOS            # padding after the inference
+      n = 2 + (gi * c + ci) % 4  # inference lengths 2..5
+      cont[gi, ci, 1 + n :] = EOS  # padding after the inference
   labels = np.full((g, c, L - rel), -1, np.int32)
   for gi in range(g):
     for ci in range(c):
       keep = cont[gi, ci] != EOS
-      keep[0] = False                       # the relation token: no label
+      keep[0] = False  # the relation token: no label
       labels[gi, ci][keep] = cont[gi, ci][keep]
-  batch = dict(base, cand_ids=jnp.asarray(cont),
-               cand_labels=jnp.asarray(labels),
-               cand_mask=jnp.asarray(cont != EOS))
-  nll, n = jax.jit(lambda p, b: model.apply(
-      {"params": p}, b, rel, c,
-      method=vl_generator.VLGenerator.continuation_scores))(params, batch)
+  batch = dict(
+    base,
+    cand_ids=jnp.asarray(cont),
+    cand_labels=jnp.asarray(labels),
+    cand_mask=jnp.asarray(cont != EOS),
+  )
+  nll, n = jax.jit(
+    lambda p, b: model.apply(
+      {"params": p}, b, rel, c, method=vl_generator.VLGenerator.continuation_scores
+    )
+  )(params, batch)
   forward = _fn(model)
   ids = np.repeat(np.asarray(base["input_ids"]), c, 0)
   ids[:, rel:] = cont.reshape(g * c, -1)
@@ -258,6 +273,5 @@ def test_acc50_shared_prompt_scores_equal_per_candidate_forward(masked):
   logits, _ = forward(params, full)
   want_nll, want_n = vl_generator.sequence_scores(logits, jnp.asarray(lab))
   np.testing.assert_array_equal(np.asarray(n).reshape(-1), want_n)
-  np.testing.assert_allclose(np.asarray(nll).reshape(-1), want_nll,
-                             rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(np.asarray(nll).reshape(-1), want_nll, rtol=1e-5, atol=1e-5)
   assert len(set(np.round(np.asarray(want_nll), 4))) > 5  # not degenerate

@@ -11,18 +11,17 @@ from relations.commonsense import task
 from relations.commonsense.text import tokenizer as tokenizer_lib
 
 CORPUS = [
-    "<|b_ev|> <|det1|> is talking to <|det3|> <|e_ev|>",
-    "<|b_pl|> in a kitchen <|e_pl|>",
-    "<|before|> put on the red apron <|e_in|>",
-    "<|intent|> share a drink with <|det3|> <|e_in|>",
+  "<|b_ev|> <|det1|> is talking to <|det3|> <|e_ev|>",
+  "<|b_pl|> in a kitchen <|e_pl|>",
+  "<|before|> put on the red apron <|e_in|>",
+  "<|intent|> share a drink with <|det3|> <|e_in|>",
 ] * 20
 
 
 @pytest.fixture(scope="module")
 def config(tmp_path_factory):
   d = tmp_path_factory.mktemp("bpe")
-  tokenizer_lib.train_bpe(tokenizer_lib.corpus_pieces(CORPUS), str(d),
-                          vocab_size=300)
+  tokenizer_lib.train_bpe(tokenizer_lib.corpus_pieces(CORPUS), str(d), vocab_size=300)
   c = demo.demo_config(str(d))
   with c.unlocked():
     c.data.tokenizer_dir = str(d)
@@ -30,17 +29,21 @@ def config(tmp_path_factory):
 
 
 def _example(**kw):
-  ex = {"event_name": b"<|det1|> is talking to <|det3|>",
-        "place": b"in a kitchen", "relation": b"intent",
-        "inference_text_name": b"share a drink with <|det3|>",
-        "names": [b"person", b"tv", b"person", b"person"],
-        "dets": np.array([0, 2], np.int32),
-        "boxes": np.array([[0, 0, 64, 128], [64, 0, 128, 32],
-                           [32, 64, 96, 128], [0, 0, 10, 10]], np.float32),
-        "width": 128, "height": 128,
-        "image": np.zeros((128, 128, 3), np.uint8),
-        "visual_features": np.arange(3 * 2048, dtype=np.float32).reshape(
-            3, 2048)}
+  ex = {
+    "event_name": b"<|det1|> is talking to <|det3|>",
+    "place": b"in a kitchen",
+    "relation": b"intent",
+    "inference_text_name": b"share a drink with <|det3|>",
+    "names": [b"person", b"tv", b"person", b"person"],
+    "dets": np.array([0, 2], np.int32),
+    "boxes": np.array(
+      [[0, 0, 64, 128], [64, 0, 128, 32], [32, 64, 96, 128], [0, 0, 10, 10]], np.float32
+    ),
+    "width": 128,
+    "height": 128,
+    "image": np.zeros((128, 128, 3), np.uint8),
+    "visual_features": np.arange(3 * 2048, dtype=np.float32).reshape(3, 2048),
+  }
   ex.update(kw)
   return ex
 
@@ -63,10 +66,9 @@ def test_encode_layout_labels_and_slots(config):
   # Slots: image + detections 0 and 2 (both persons -> det1, det3).
   np.testing.assert_array_equal(out["slot_mask"][:4], [1, 1, 1, 0])
   np.testing.assert_array_equal(
-      out["slot_person_ids"][:3],
-      [tok.det_id(0), tok.det_id(1), tok.det_id(3)])
-  np.testing.assert_array_equal(out["visual_features"][:3],
-                                _example()["visual_features"])
+    out["slot_person_ids"][:3], [tok.det_id(0), tok.det_id(1), tok.det_id(3)]
+  )
+  np.testing.assert_array_equal(out["visual_features"][:3], _example()["visual_features"])
   assert not out["visual_features"][3:].any()
   assert out["token_mask"][0] and not out["token_mask"][1]
 
@@ -84,15 +86,15 @@ def test_dropped_and_withheld_text_become_padding(config):
       config.inputs.event = True
   seg = slice(lay.event_start, lay.place_start)
   assert (no_event["input_ids"][seg] == tok.eos_id).all()
-  np.testing.assert_array_equal(no_event["input_ids"][lay.place_start:],
-                                full["input_ids"][lay.place_start:])
+  np.testing.assert_array_equal(
+    no_event["input_ids"][lay.place_start :], full["input_ids"][lay.place_start :]
+  )
   hidden = task.encode(_example(), config, text_given=False)
-  assert (hidden["input_ids"][lay.event_start:lay.relation_pos]
-          == tok.eos_id).all()
-  assert not hidden["token_mask"][lay.event_start:lay.relation_pos].any()
+  assert (hidden["input_ids"][lay.event_start : lay.relation_pos] == tok.eos_id).all()
+  assert not hidden["token_mask"][lay.event_start : lay.relation_pos].any()
   prompt = task.encode(_example(), config, with_labels=False)
   assert (prompt["labels"] == -1).all()
-  assert (prompt["input_ids"][lay.prompt_len:] == tok.eos_id).all()
+  assert (prompt["input_ids"][lay.prompt_len :] == tok.eos_id).all()
 
 
 def test_ep_loss_labels_event_and_place(config):
@@ -105,7 +107,7 @@ def test_ep_loss_labels_event_and_place(config):
       config.loss.mode = "inference"
   lay = task.layout(config)
   tok = task.tokenizer(config)
-  ev = out["labels"][lay.event_start:lay.place_start]
+  ev = out["labels"][lay.event_start : lay.place_start]
   assert ev[0] == -1 and tok.e_ev_id in ev  # begin token not labelled
 
 
@@ -119,26 +121,31 @@ def test_vit_inputs_normalise_boxes(config):
       config.model.visual = "features"
   assert out["image"].shape == (64, 64, 3)
   assert out["image"].min() >= -1 and out["image"].max() <= 1
-  np.testing.assert_allclose(out["boxes"][:3], [[0, 0, 1, 1], [0, 0, .5, 1],
-                                                [.25, .5, .75, 1]])
+  np.testing.assert_allclose(out["boxes"][:3], [[0, 0, 1, 1], [0, 0, 0.5, 1], [0.25, 0.5, 0.75, 1]])
 
 
 def test_official_record_maps_tags_back_and_cleans_line_breaks(config):
   tok = task.tokenizer(config)
-  ex = {"img_fn": b"m/a.jpg", "movie": b"m", "metadata_fn": b"m/a.json",
-        "split": b"val", "place": b"in a kitchen",
-        "event": b"1 is talking to 3", "relation": b"intent", "event_idx": 4,
-        "person_keys": [b"1", b"3"]}
+  ex = {
+    "img_fn": b"m/a.jpg",
+    "movie": b"m",
+    "metadata_fn": b"m/a.json",
+    "split": b"val",
+    "place": b"in a kitchen",
+    "event": b"1 is talking to 3",
+    "relation": b"intent",
+    "event_idx": 4,
+    "person_keys": [b"1", b"3"],
+  }
   text = tok.encode("share a drink with <|det3|> <|e_in|>")
   row = text + [tok.eos_id] * (12 - len(text))
-  ff = tok.token_to_id(tokenizer_lib.bytes_to_unicode()[0x0c])
+  ff = tok.token_to_id(tokenizer_lib.bytes_to_unicode()[0x0C])
   bad = tok.encode("take") + [ff] + tok.encode("break") + [tok.e_in_id]
   bad += [tok.eos_id] * (12 - len(bad))
   assert "\x0c" in tok.decode_generation(bad, {})  # what the model emitted
   rec = official.record(ex, [row, bad], tok)
   assert rec["generations"][0] == "share a drink with 3"
-  assert rec["generations"][1] == tok.decode_generation(bad, {}).replace(
-      "\x0c", " ")
+  assert rec["generations"][1] == tok.decode_generation(bad, {}).replace("\x0c", " ")
   assert rec["event_idx"] == 4 and rec["inference_relation"] == "intent"
   assert list(rec)[:6] == list(official.FIELDS)
   assert official.file_name("val") == "val_sample_1_num_5_top_k_0_top_p_0.9.json"

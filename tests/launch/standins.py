@@ -52,13 +52,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # ----------------------------------------------------------------------------- writing stand-ins
 
+
 def write(bin_dir: str, name: str, python: str = sys.executable, **config) -> str:
   """Writes the stand-in `name` into `bin_dir`; returns its path."""
   os.makedirs(bin_dir, exist_ok=True)
   path = os.path.join(bin_dir, name)
   with open(path, "w") as f:
-    f.write(f"#!{python} -S\nimport sys\nsys.path.insert(0, {HERE!r})\nimport standins\n"
-            f"sys.exit(standins.MAIN[{name!r}]({json.dumps(config)!r}))\n")
+    f.write(
+      f"#!{python} -S\nimport sys\nsys.path.insert(0, {HERE!r})\nimport standins\n"
+      f"sys.exit(standins.MAIN[{name!r}]({json.dumps(config)!r}))\n"
+    )
   os.chmod(path, 0o755)
   return path
 
@@ -99,6 +102,7 @@ def _options(argv, with_value):
 
 # ------------------------------------------------------------------------------------ TPU side
 
+
 def _gcloud(config: str) -> int:
   cfg = json.loads(config)
   argv = sys.argv[1:]
@@ -117,10 +121,16 @@ def _gcloud(config: str) -> int:
     shutil.copyfile(src, os.path.join(home, dest))
     return 0
   if verb == "ssh":
-    env = {"HOME": home, "PATH": cfg["worker_path"], "USER": "worker", "LANG": "C.UTF-8",
-           **cfg["worker_env"]}
-    return subprocess.run(["bash", "-c", opts["--command"]], cwd=home, env=env,
-                          check=False).returncode
+    env = {
+      "HOME": home,
+      "PATH": cfg["worker_path"],
+      "USER": "worker",
+      "LANG": "C.UTF-8",
+      **cfg["worker_env"],
+    }
+    return subprocess.run(
+      ["bash", "-c", opts["--command"]], cwd=home, env=env, check=False
+    ).returncode
   print(f"gcloud stand-in: unsupported verb {verb}", file=sys.stderr)
   return 2
 
@@ -135,15 +145,22 @@ def _python3(config: str) -> int:
     print("pip 22.0.2 from /usr/lib/python3/dist-packages/pip (python 3.10) (stand-in)")
     return 0
   opts, pos = _options(argv[3:], set())
-  if argv[2] != "install" or "--user" not in opts or len(pos) != 1 or \
-      not pos[0].startswith("uv=="):
+  if argv[2] != "install" or "--user" not in opts or len(pos) != 1 or not pos[0].startswith("uv=="):
     print(f"python3 stand-in: unsupported pip call {argv[2:]}", file=sys.stderr)
     return 2
   import site  # pylint: disable=g-import-not-at-top  (not imported under -S)
-  write(os.path.join(site.getuserbase(), "bin"), "uv", python=cfg["real_python"],
-        log_dir=cfg["log_dir"], version=pos[0][len("uv=="):], real_python=cfg["real_python"],
-        link_site_packages=cfg["link_site_packages"], mode=cfg.get("uv_mode", ""),
-        pip_mode=cfg.get("pip_mode", ""))
+
+  write(
+    os.path.join(site.getuserbase(), "bin"),
+    "uv",
+    python=cfg["real_python"],
+    log_dir=cfg["log_dir"],
+    version=pos[0][len("uv==") :],
+    real_python=cfg["real_python"],
+    link_site_packages=cfg["link_site_packages"],
+    mode=cfg.get("uv_mode", ""),
+    pip_mode=cfg.get("pip_mode", ""),
+  )
   return 0
 
 
@@ -159,32 +176,49 @@ def _uv(config: str) -> int:
     return 2
   opts, pos = _options(argv[1:], {"--python", "-p"})
   want = opts.get("--python", opts.get("-p", ""))
-  have = subprocess.run([cfg["real_python"], "-c",
-                         "import sys; print('%d.%d' % sys.version_info[:2])"],
-                        capture_output=True, text=True, check=True).stdout.strip()
+  have = subprocess.run(
+    [cfg["real_python"], "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+    capture_output=True,
+    text=True,
+    check=True,
+  ).stdout.strip()
   if cfg["mode"] == "no_python" or want != have:
-    print(f"error: No download found for request: cpython-{want}-linux-x86_64-gnu",
-          file=sys.stderr)
+    print(f"error: No download found for request: cpython-{want}-linux-x86_64-gnu", file=sys.stderr)
     return 2
   (path,) = pos
-  subprocess.run([cfg["real_python"], "-m", "venv", "--without-pip",
-                  *(["--clear"] if "--clear" in opts else []), path], check=True)
+  subprocess.run(
+    [
+      cfg["real_python"],
+      "-m",
+      "venv",
+      "--without-pip",
+      *(["--clear"] if "--clear" in opts else []),
+      path,
+    ],
+    check=True,
+  )
   if "--seed" in opts:
     site_dir = os.path.join(path, "lib", f"python{have}", "site-packages")
     os.makedirs(os.path.join(site_dir, "pip"))
     with open(os.path.join(site_dir, "pip", "__init__.py"), "w"):
       pass
     with open(os.path.join(site_dir, "pip", "__main__.py"), "w") as f:
-      cfg_pip = {"log_dir": cfg["log_dir"], "link_site_packages": cfg["link_site_packages"],
-                 "mode": cfg["pip_mode"]}
-      f.write(f"import sys\nsys.path.insert(0, {HERE!r})\nimport standins\n"
-              f"sys.exit(standins.pip_main({json.dumps(cfg_pip)!r}))\n")
+      cfg_pip = {
+        "log_dir": cfg["log_dir"],
+        "link_site_packages": cfg["link_site_packages"],
+        "mode": cfg["pip_mode"],
+      }
+      f.write(
+        f"import sys\nsys.path.insert(0, {HERE!r})\nimport standins\n"
+        f"sys.exit(standins.pip_main({json.dumps(cfg_pip)!r}))\n"
+      )
   return 0
 
 
 def pip_main(config: str) -> int:
   """The pip stand-in (`python -m pip` inside a venv the uv stand-in made)."""
   import sysconfig  # pylint: disable=g-import-not-at-top
+
   cfg = json.loads(config)
   argv = sys.argv[1:]
   _log(cfg["log_dir"], "pip", prefix=sys.prefix)
@@ -202,8 +236,9 @@ def pip_main(config: str) -> int:
     return 1
   site_dir = sysconfig.get_paths()["purelib"]
   with open(os.path.join(site_dir, "_standin_install.pth"), "w") as f:
-    f.write(f"{os.path.abspath(target)}\n"
-            f"import site; site.addsitedir({cfg['link_site_packages']!r})\n")
+    f.write(
+      f"{os.path.abspath(target)}\nimport site; site.addsitedir({cfg['link_site_packages']!r})\n"
+    )
   if cfg["mode"] == "wrong_numpy":  # an install that ignored the constraints
     meta = os.path.join(site_dir, "numpy-2.3.0.dist-info")
     os.makedirs(meta, exist_ok=True)
@@ -213,6 +248,7 @@ def pip_main(config: str) -> int:
 
 
 # ---------------------------------------------------------------------------------- SLURM side
+
 
 def _job_dir(state_dir: str, job_id) -> str:
   return os.path.join(state_dir, f"job{job_id}")
@@ -225,7 +261,7 @@ def sbatch_directives(script: str) -> list[str]:
     for line in f.read().splitlines()[1:]:
       s = line.strip()
       if s.startswith("#SBATCH"):
-        out.append(s[len("#SBATCH"):].strip())
+        out.append(s[len("#SBATCH") :].strip())
       elif s and not s.startswith("#"):
         break
   return out
@@ -239,7 +275,7 @@ def _sbatch(config: str) -> int:
   i = 0
   while i < len(argv) and argv[i].startswith("-"):
     i += 1
-  script, args = argv[i], argv[i + 1:]
+  script, args = argv[i], argv[i + 1 :]
   directives = dict(d.split("=", 1) if "=" in d else (d, "") for d in sbatch_directives(script))
   for a in argv[:i]:  # command-line options override the script's
     k, _, v = a.partition("=")
@@ -251,10 +287,17 @@ def _sbatch(config: str) -> int:
   shutil.copyfile(script, spool)
   os.chmod(spool, 0o755)
   out = directives.get("--output", "slurm-%j.out").replace("%j", str(job_id))
-  job = {"job_id": job_id, "script": spool, "args": args, "submit_dir": os.getcwd(),
-         "output": os.path.join(os.getcwd(), out),
-         "append": directives.get("--open-mode") == "append", "restart_count": 0,
-         "directives": directives, "env": dict(os.environ)}
+  job = {
+    "job_id": job_id,
+    "script": spool,
+    "args": args,
+    "submit_dir": os.getcwd(),
+    "output": os.path.join(os.getcwd(), out),
+    "append": directives.get("--open-mode") == "append",
+    "restart_count": 0,
+    "directives": directives,
+    "env": dict(os.environ),
+  }
   with open(os.path.join(job_dir, "job.json"), "w") as f:
     json.dump(job, f)
   _spawn_batch(job_dir)
@@ -263,9 +306,13 @@ def _sbatch(config: str) -> int:
 
 
 def _spawn_batch(job_dir: str) -> None:
-  subprocess.Popen([sys.executable, "-S", os.path.abspath(__file__), "run-batch", job_dir],
-                   start_new_session=True, stdin=subprocess.DEVNULL,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  subprocess.Popen(
+    [sys.executable, "-S", os.path.abspath(__file__), "run-batch", job_dir],
+    start_new_session=True,
+    stdin=subprocess.DEVNULL,
+    stdout=subprocess.DEVNULL,
+    stderr=subprocess.DEVNULL,
+  )
 
 
 def _run_batch(job_dir: str) -> None:
@@ -273,14 +320,23 @@ def _run_batch(job_dir: str) -> None:
   with open(os.path.join(job_dir, "job.json")) as f:
     job = json.load(f)
   env = dict(job["env"])
-  env.update(SLURM_JOB_ID=str(job["job_id"]), SLURM_SUBMIT_DIR=job["submit_dir"],
-             SLURM_JOB_NODELIST="localhost", SLURM_NNODES="1")
+  env.update(
+    SLURM_JOB_ID=str(job["job_id"]),
+    SLURM_SUBMIT_DIR=job["submit_dir"],
+    SLURM_JOB_NODELIST="localhost",
+    SLURM_NNODES="1",
+  )
   if job["restart_count"]:
     env["SLURM_RESTART_COUNT"] = str(job["restart_count"])
   with open(job["output"], "a" if job["append"] else "w") as out:
-    proc = subprocess.Popen(["bash", job["script"], *job["args"]], cwd=job["submit_dir"],
-                            env=env, stdin=subprocess.DEVNULL, stdout=out,
-                            stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+      ["bash", job["script"], *job["args"]],
+      cwd=job["submit_dir"],
+      env=env,
+      stdin=subprocess.DEVNULL,
+      stdout=out,
+      stderr=subprocess.STDOUT,
+    )
     _write(os.path.join(job_dir, "batch.pid"), str(proc.pid))
     rc = proc.wait()
   _write(os.path.join(job_dir, "batch.rc"), str(128 - rc if rc < 0 else rc))
@@ -307,8 +363,15 @@ def _srun(config: str) -> int:
   cmd = argv[i:]
   job_dir = _job_dir(cfg["state_dir"], os.environ["SLURM_JOB_ID"])
   env = dict(os.environ)
-  env.update(SLURM_STEP_ID="0", SLURM_STEP_NODELIST="localhost", SLURM_STEP_NUM_NODES="1",
-             SLURM_NTASKS="1", SLURM_PROCID="0", SLURM_LOCALID="0", SLURM_NODEID="0")
+  env.update(
+    SLURM_STEP_ID="0",
+    SLURM_STEP_NODELIST="localhost",
+    SLURM_STEP_NUM_NODES="1",
+    SLURM_NTASKS="1",
+    SLURM_PROCID="0",
+    SLURM_LOCALID="0",
+    SLURM_NODEID="0",
+  )
   task = subprocess.Popen(cmd, cwd=chdir, env=env)
   with open(os.path.join(job_dir, "tasks"), "a") as f:
     f.write(f"{task.pid}\n")
@@ -321,8 +384,15 @@ def _srun(config: str) -> int:
       task.send_signal(signal.SIGKILL)
     else:
       task.send_signal(signum)
-  for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGINT, signal.SIGUSR1,
-            signal.SIGUSR2):
+
+  for s in (
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGINT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+  ):
     signal.signal(s, on_signal)
   rc = task.wait()
   rc = 128 - rc if rc < 0 else rc
@@ -341,6 +411,7 @@ def _scontrol(config: str) -> int:
 
 
 # ----------------------------------------------------------- what SLURM itself does, for tests
+
 
 def job_dir(state_dir: str, job_id) -> str:
   return _job_dir(state_dir, job_id)
@@ -389,8 +460,11 @@ def time_limit_warning(job_dir_: str) -> tuple[int, list[int]]:
 def terminate(job_dir_: str) -> list[int]:
   """What a job's end (scancel, preemption, the limit itself) sends: SIGCONT + SIGTERM to every
   process of every step, the batch step (shell and srun client) included."""
-  pids = (read_pids(job_dir_, "batch.pid") + read_pids(job_dir_, "srun.pids")
-          + read_pids(job_dir_, "tasks"))
+  pids = (
+    read_pids(job_dir_, "batch.pid")
+    + read_pids(job_dir_, "srun.pids")
+    + read_pids(job_dir_, "tasks")
+  )
   for pid in pids:
     try:
       os.kill(pid, signal.SIGCONT)
@@ -414,8 +488,14 @@ def restart(job_dir_: str) -> None:
   _spawn_batch(job_dir_)
 
 
-MAIN = {"gcloud": _gcloud, "python3": _python3, "uv": _uv, "sbatch": _sbatch, "srun": _srun,
-        "scontrol": _scontrol}
+MAIN = {
+  "gcloud": _gcloud,
+  "python3": _python3,
+  "uv": _uv,
+  "sbatch": _sbatch,
+  "srun": _srun,
+  "scontrol": _scontrol,
+}
 
 if __name__ == "__main__" and sys.argv[1:2] == ["run-batch"]:
   _run_batch(sys.argv[2])

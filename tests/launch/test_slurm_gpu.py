@@ -23,8 +23,7 @@ from tests.launch import standins
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = "launch/slurm_gpu.sbatch"
 TOTAL = 24
-OVERRIDES = [f"--config.total_steps={TOTAL}", "--config.checkpoint_every=4",
-             "--config.log_every=4"]
+OVERRIDES = [f"--config.total_steps={TOTAL}", "--config.checkpoint_every=4", "--config.log_every=4"]
 
 
 def _free_job_id():
@@ -52,8 +51,15 @@ def _cluster(tmp_path, venv=sys.prefix):
 
 def _submit(env, tmp_path, *args):
   """`sbatch` from the repository root, as the usage says; the log goes to tmp_path."""
-  out = subprocess.run(["sbatch", f"--output={tmp_path}/slurm-%j.out", SCRIPT, *args], cwd=ROOT,
-                       env=env, capture_output=True, text=True, timeout=60, check=True)
+  out = subprocess.run(
+    ["sbatch", f"--output={tmp_path}/slurm-%j.out", SCRIPT, *args],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=60,
+    check=True,
+  )
   assert out.stdout.startswith("Submitted batch job "), out.stdout
 
 
@@ -104,10 +110,21 @@ def test_time_limit_signal_saves_exits_143_requeues_and_resumes_exactly(tmp_path
   text = out_file.read_text()
   assert rc == 143, text[-3000:]
   # One srun step: the venv's Python from the submit directory with the config and workdir.
-  assert _argvs(log, "srun") == [["--kill-on-bad-exit=1", "--chdir", ROOT,
-                                   os.path.join(sys.prefix, "bin", "python"), "-m",
-                                   "relations.train", "--config", "tests/toy_task.py",
-                                   "--workdir", work, *OVERRIDES]]
+  assert _argvs(log, "srun") == [
+    [
+      "--kill-on-bad-exit=1",
+      "--chdir",
+      ROOT,
+      os.path.join(sys.prefix, "bin", "python"),
+      "-m",
+      "relations.train",
+      "--config",
+      "tests/toy_task.py",
+      "--workdir",
+      work,
+      *OVERRIDES,
+    ]
+  ]
   # The trainer itself saved and exited 143 (srun was not signalled, so it did not SIGKILL it).
   assert "srun: error: localhost: task 0: Exited with exit code 143" in text, text[-3000:]
   assert "forcing job termination" not in text
@@ -127,8 +144,9 @@ def test_time_limit_signal_saves_exits_143_requeues_and_resumes_exactly(tmp_path
   step_a, a = _final_params(uninterrupted)
   step_b, b = _final_params(work)
   assert step_a == step_b == TOTAL
-  for (path, x), (_, y) in zip(jax.tree_util.tree_leaves_with_path(a),
-                               jax.tree_util.tree_leaves_with_path(b)):
+  for (path, x), (_, y) in zip(
+    jax.tree_util.tree_leaves_with_path(a), jax.tree_util.tree_leaves_with_path(b)
+  ):
     np.testing.assert_array_equal(x, y, err_msg=str(path))
 
 
@@ -138,9 +156,10 @@ def _fake_venv(tmp_path, trainer_code):
   bin_dir = tmp_path / "venv" / "bin"
   bin_dir.mkdir(parents=True)
   (bin_dir / "python").write_text(
-      "#!/usr/bin/env bash\n"
-      f'if [[ "$1 $2" == "-m relations.train" ]]; then exec {sys.executable} -S -c "$CODE"; fi\n'
-      f'exec {sys.executable} "$@"\n'.replace("$CODE", trainer_code.replace('"', '\\"')))
+    "#!/usr/bin/env bash\n"
+    f'if [[ "$1 $2" == "-m relations.train" ]]; then exec {sys.executable} -S -c "$CODE"; fi\n'
+    f'exec {sys.executable} "$@"\n'.replace("$CODE", trainer_code.replace('"', '\\"'))
+  )
   (bin_dir / "python").chmod(0o755)
   return str(tmp_path / "venv")
 
@@ -148,9 +167,12 @@ def _fake_venv(tmp_path, trainer_code):
 def test_job_end_signals_reach_the_batch_shell_which_exits_without_requeue(tmp_path):
   # scancel, preemption or the limit itself: SIGTERM to every process of the job, batch shell
   # included. The shell has no trap, so it ends at once and does not requeue.
-  venv = _fake_venv(tmp_path, "import signal, sys, time\n"
-                              "signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))\n"
-                              "time.sleep(300)")
+  venv = _fake_venv(
+    tmp_path,
+    "import signal, sys, time\n"
+    "signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))\n"
+    "time.sleep(300)",
+  )
   env, log, job_dir, _ = _cluster(tmp_path, venv=venv)
   _submit(env, tmp_path, "configs/occlusion.py:tiny", str(tmp_path / "work"))
   deadline = time.time() + 60

@@ -27,8 +27,9 @@ def test_outputs_and_grid_shapes():
 
 
 def test_decode_variant():
-  assert vit.decode_variant("B/16") == dict(width=768, depth=12, mlp_dim=3072, num_heads=12,
-                                            patch_size=16)
+  assert vit.decode_variant("B/16") == dict(
+    width=768, depth=12, mlp_dim=3072, num_heads=12, patch_size=16
+  )
   with pytest.raises(ValueError, match="Unknown ViT variant 'X/16'"):
     vit.decode_variant("X/16")
 
@@ -52,8 +53,9 @@ def test_load_big_vision_npz_roundtrip(tmp_path):
   path = str(tmp_path / "bv.npz")
   _write_bv_npz(path, src)
   loaded = vit.load(fresh, path)
-  for (k, a), (_, b) in zip(jax.tree_util.tree_leaves_with_path(src),
-                            jax.tree_util.tree_leaves_with_path(loaded)):
+  for (k, a), (_, b) in zip(
+    jax.tree_util.tree_leaves_with_path(src), jax.tree_util.tree_leaves_with_path(loaded)
+  ):
     np.testing.assert_array_equal(a, b, err_msg=str(k))
   np.testing.assert_allclose(m.apply({"params": loaded}, x)[0], m.apply({"params": src}, x)[0])
 

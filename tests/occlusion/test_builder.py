@@ -38,10 +38,9 @@ class BsdsOwnershipBuilderTest(tfds.testing.DatasetBuilderTestCase):
 
 def _build(tmp_path, config, manual=DUMMY):
   builder = occlusion_boundaries.Builder(
-      config=config, data_dir=str(tmp_path / "tfds"),
-      file_format="array_record")
-  builder.download_and_prepare(
-      download_config=tfds.download.DownloadConfig(manual_dir=str(manual)))
+    config=config, data_dir=str(tmp_path / "tfds"), file_format="array_record"
+  )
+  builder.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=str(manual)))
   return builder
 
 
@@ -49,11 +48,12 @@ def _build(tmp_path, config, manual=DUMMY):
 def test_known_pixels(tmp_path, config):
   builder = _build(tmp_path, config)
   src = builder.as_data_source("test")
-  by_id = {src[i]["id"].decode() if isinstance(src[i]["id"], bytes)
-           else src[i]["id"]: src[i] for i in range(len(src))}
+  by_id = {
+    src[i]["id"].decode() if isinstance(src[i]["id"], bytes) else src[i]["id"]: src[i]
+    for i in range(len(src))
+  }
   checked = 0
-  for (c, image_id, ann, y, x), (_, is_b, theta, is_v) in (
-      make_dummy_data.KNOWN.items()):
+  for (c, image_id, ann, y, x), (_, is_b, theta, is_v) in make_dummy_data.KNOWN.items():
     if c != config:
       continue
     ex = by_id[image_id]
@@ -76,8 +76,10 @@ def test_known_pixels(tmp_path, config):
     ob = ex["ob"]
     a, h, w = ex["boundaries"].shape
     assert (int(ob["annotators"]), int(ob["height"]), int(ob["width"])) == (a, h, w)
-    dense = {k: np.zeros((a, h * w), dt) for k, dt in
-             (("boundaries", bool), ("orientation", np.float32), ("valid", bool))}
+    dense = {
+      k: np.zeros((a, h * w), dt)
+      for k, dt in (("boundaries", bool), ("orientation", np.float32), ("valid", bool))
+    }
     dense["boundaries"][ob["annotator"], ob["index"]] = True
     dense["orientation"][ob["annotator"], ob["index"]] = ob["orientation"]
     dense["valid"][ob["annotator"], ob["index"]] = ob["valid"]
@@ -111,14 +113,17 @@ def test_missing_file_is_named(tmp_path):
   manual = tmp_path / "manual"
   shutil.copytree(os.path.join(DUMMY, "piod"), manual / "piod")
   os.remove(manual / "piod" / "JPEGImages" / "2008_000005.jpg")
-  with pytest.raises(occlusion_formats.OcclusionFormatError,
-                     match=r"2008_000005\.jpg: image is missing"):
+  with pytest.raises(
+    occlusion_formats.OcclusionFormatError, match=r"2008_000005\.jpg: image is missing"
+  ):
     _build(tmp_path, "piod", manual)
 
 
 def test_malformed_mat_names_field(tmp_path):
   path = str(tmp_path / "bad.mat")
   occlusion_formats._savemat(path, {"bndinfo_pascal": {"imsize": [[2, 3]]}})  # pylint: disable=protected-access
-  with pytest.raises(occlusion_formats.OcclusionFormatError,
-                     match=r"bad\.mat: bndinfo_pascal has no field 'OrientMap'"):
+  with pytest.raises(
+    occlusion_formats.OcclusionFormatError,
+    match=r"bad\.mat: bndinfo_pascal has no field 'OrientMap'",
+  ):
     occlusion_formats.read_piod(path)

@@ -8,16 +8,20 @@ import pytest
 from relations.occlusion import losses
 from relations.occlusion import model as occlusion_vit
 
-TINY_VIT = dict(width=16, depth=1, mlp_dim=32, num_heads=2, patch_size=8,
-                posemb_grid=(4, 4))
+TINY_VIT = dict(width=16, depth=1, mlp_dim=32, num_heads=2, patch_size=8, posemb_grid=(4, 4))
 
 
-@pytest.mark.parametrize("hires,orientation,patch", [
-    (True, True, 8), (False, True, 8), (True, False, 16), (True, True, 4)])
+@pytest.mark.parametrize(
+  "hires,orientation,patch", [(True, True, 8), (False, True, 8), (True, False, 16), (True, True, 4)]
+)
 def test_shapes_and_switches(hires, orientation, patch):
-  model = occlusion_vit.Model(vit_kw={**TINY_VIT, "patch_size": patch},
-                              head_dim=16, hires=hires, hires_channels=4,
-                              orientation=orientation)
+  model = occlusion_vit.Model(
+    vit_kw={**TINY_VIT, "patch_size": patch},
+    head_dim=16,
+    hires=hires,
+    hires_channels=4,
+    orientation=orientation,
+  )
   x = jnp.zeros((2, 32, 48, 3))
   params = model.init(jax.random.key(0), x)["params"]
   out = model.apply({"params": params}, x)
@@ -48,8 +52,9 @@ def test_hed_bce_exact_value():
   mask = np.array([[[1.0, 1.0], [1.0, 0.0]]], np.float32)  # last px: padding
   p = 1 / (1 + np.exp(-logits.astype(np.float64)))
   alpha = 2 / 3  # 2 of 3 real pixels are negatives
-  want = (alpha * _bce(p[0, 0, 0], 1) + (1 - alpha) * (
-      _bce(p[0, 0, 1], 0) + _bce(p[0, 1, 0], 0))) / 3
+  want = (
+    alpha * _bce(p[0, 0, 0], 1) + (1 - alpha) * (_bce(p[0, 0, 1], 0) + _bce(p[0, 1, 0], 0))
+  ) / 3
   got = losses.hed_bce(logits, target, mask)
   assert float(got) == pytest.approx(want, rel=1e-6)
 
@@ -60,9 +65,11 @@ def test_attention_loss_exact_value():
   mask = np.ones_like(target)
   p = 1 / (1 + np.exp(-logits.astype(np.float64)))[0, 0]
   alpha, beta, gamma = 2 / 3, 4.0, 0.5
-  want = (alpha * beta ** ((1 - p[0]) ** gamma) * _bce(p[0], 1)
-          + (1 - alpha) * beta ** (p[1] ** gamma) * _bce(p[1], 0)
-          + (1 - alpha) * beta ** (p[2] ** gamma) * _bce(p[2], 0)) / 3
+  want = (
+    alpha * beta ** ((1 - p[0]) ** gamma) * _bce(p[0], 1)
+    + (1 - alpha) * beta ** (p[1] ** gamma) * _bce(p[1], 0)
+    + (1 - alpha) * beta ** (p[2] ** gamma) * _bce(p[2], 0)
+  ) / 3
   got = losses.attention_loss(logits, target, mask, beta, gamma)
   assert float(got) == pytest.approx(want, rel=1e-5)
 
@@ -86,16 +93,14 @@ def test_gradients_reach_every_parameter():
   model = occlusion_vit.Model(vit_kw=TINY_VIT, head_dim=16, hires_channels=4)
   x = jax.random.normal(jax.random.key(1), (2, 16, 16, 3))
   params = model.init(jax.random.key(0), x)["params"]
-  y = (jax.random.uniform(jax.random.key(2), (2, 16, 16)) < 0.1).astype(
-      jnp.float32)
+  y = (jax.random.uniform(jax.random.key(2), (2, 16, 16)) < 0.1).astype(jnp.float32)
 
   def loss(p):
     out = model.apply({"params": p}, x)
-    return (losses.attention_loss(out["boundary_logits"], y,
-                                         jnp.ones_like(y))
-            + losses.orientation_loss(out["orientation_vec"],
-                                             y * 1.0, y))
+    return losses.attention_loss(
+      out["boundary_logits"], y, jnp.ones_like(y)
+    ) + losses.orientation_loss(out["orientation_vec"], y * 1.0, y)
+
   grads = jax.grad(loss)(params)
-  norms = jax.tree.leaves(jax.tree.map(lambda g: float(jnp.abs(g).sum()),
-                                       grads))
+  norms = jax.tree.leaves(jax.tree.map(lambda g: float(jnp.abs(g).sum()), grads))
   assert all(np.isfinite(norms)) and all(n > 0 for n in norms)

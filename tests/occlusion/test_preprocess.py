@@ -21,20 +21,21 @@ def scene():
 
 def _sample(depth, obj, u, image):
   b, o, v = so.labels_from_surfaces(depth, obj, u, border=0)
-  return {"image": image.astype(np.float32) / 127.5 - 1,
-          "boundary": b.astype(np.float32), "orientation": o,
-          "valid": v.astype(np.float32),
-          "mask": np.ones(b.shape, np.float32)}
+  return {
+    "image": image.astype(np.float32) / 127.5 - 1,
+    "boundary": b.astype(np.float32),
+    "orientation": o,
+    "valid": v.astype(np.float32),
+    "mask": np.ones(b.shape, np.float32),
+  }
 
 
 def _assert_same_labels(got, want, region=None):
   region = np.ones(got["boundary"].shape, bool) if region is None else region
-  np.testing.assert_array_equal(got["boundary"][region],
-                                want["boundary"][region])
+  np.testing.assert_array_equal(got["boundary"][region], want["boundary"][region])
   np.testing.assert_array_equal(got["valid"][region], want["valid"][region])
   b = (want["boundary"] > 0) & region
-  d = np.angle(np.exp(1j * (got["orientation"][b].astype(np.float64)
-                            - want["orientation"][b])))
+  d = np.angle(np.exp(1j * (got["orientation"][b].astype(np.float64) - want["orientation"][b])))
   assert np.abs(d).max() < 1e-5
   assert np.all((got["orientation"] > -np.pi) & (got["orientation"] <= np.pi))
 
@@ -43,14 +44,17 @@ def _maps(sc, fn):
   return fn(sc["depth"]), fn(sc["obj"]), fn(sc["u"]), fn(sc["image"])
 
 
-@pytest.mark.parametrize("name,op,fn", [
+@pytest.mark.parametrize(
+  "name,op,fn",
+  [
     ("flip_lr", pp.flip_lr, lambda a: a[:, ::-1]),
     ("flip_ud", pp.flip_ud, lambda a: a[::-1]),
     ("rot90_1", lambda s: pp.rot90(s, 1), lambda a: np.rot90(a, 1)),
     ("rot90_2", lambda s: pp.rot90(s, 2), lambda a: np.rot90(a, 2)),
     ("rot90_3", lambda s: pp.rot90(s, 3), lambda a: np.rot90(a, 3)),
     ("rot90_-1", lambda s: pp.rot90(s, -1), lambda a: np.rot90(a, -1)),
-])
+  ],
+)
 def test_geometric_op_matches_recomputed_labels(scene, name, op, fn):
   del name
   orig = _sample(scene["depth"], scene["obj"], scene["u"], scene["image"])
@@ -62,10 +66,13 @@ def test_geometric_op_matches_recomputed_labels(scene, name, op, fn):
 
 def test_known_flip_and_rotation_angles():
   # A single OB pixel with theta = 0.3: the documented rules, exactly.
-  s = {"image": np.zeros((4, 5, 3), np.float32),
-       "boundary": np.zeros((4, 5), np.float32),
-       "orientation": np.zeros((4, 5), np.float32),
-       "valid": np.zeros((4, 5), np.float32), "mask": np.ones((4, 5), np.float32)}
+  s = {
+    "image": np.zeros((4, 5, 3), np.float32),
+    "boundary": np.zeros((4, 5), np.float32),
+    "orientation": np.zeros((4, 5), np.float32),
+    "valid": np.zeros((4, 5), np.float32),
+    "mask": np.ones((4, 5), np.float32),
+  }
   s["boundary"][1, 3] = s["valid"][1, 3] = 1
   s["orientation"][1, 3] = 0.3
   assert pp.flip_lr(s)["orientation"][1, 1] == pytest.approx(-0.3)
@@ -80,8 +87,7 @@ def test_crop_matches_recomputed_labels_inside(scene):
   orig = _sample(scene["depth"], scene["obj"], scene["u"], scene["image"])
   y0, x0, h, w = 7, 11, 30, 33
   got = pp.crop(orig, y0, x0, h, w)
-  want = _sample(*_maps(scene, lambda a: np.ascontiguousarray(
-      a[y0:y0 + h, x0:x0 + w])))
+  want = _sample(*_maps(scene, lambda a: np.ascontiguousarray(a[y0 : y0 + h, x0 : x0 + w])))
   # The normal uses a radius-3 disk and OB pairs straddle the crop edge, so
   # only pixels at least 4 px inside the crop must agree.
   inner = np.zeros((h, w), bool)
@@ -95,8 +101,7 @@ def test_crop_outside_pads_with_mask_zero(scene):
   got = pp.crop(orig, -3, W - 10, 20, 16)
   assert got["mask"][:3].sum() == 0 and got["mask"][:, 10:].sum() == 0
   assert got["mask"][3:, :10].all()
-  np.testing.assert_array_equal(got["boundary"][3:, :10],
-                                orig["boundary"][:17, W - 10:])
+  np.testing.assert_array_equal(got["boundary"][3:, :10], orig["boundary"][:17, W - 10 :])
 
 
 @pytest.mark.parametrize("factor", [0.75, 1.5])
@@ -109,8 +114,7 @@ def test_scale_matches_labels_of_resampled_scene(scene, factor):
   # coordinates are rescaled with it, so folds stay continuous.
   nn = lambda a: cv2.resize(a, (w, h), interpolation=cv2.INTER_NEAREST)
   u = np.stack([nn(scene["u"][..., c]) * factor for c in range(2)], -1)
-  want = _sample(nn(scene["depth"]), nn(scene["obj"]), u,
-                 nn(scene["image"]))
+  want = _sample(nn(scene["depth"]), nn(scene["obj"]), u, nn(scene["image"]))
   gb, wb = got["boundary"] > 0, want["boundary"] > 0
   # Boundaries agree up to one pixel both ways (chamfer test) ...
   dist_to_want = cv2.distanceTransform((~wb).astype(np.uint8), cv2.DIST_L2, 3)
@@ -119,23 +123,25 @@ def test_scale_matches_labels_of_resampled_scene(scene, factor):
   assert np.mean(dist_to_got[wb] <= 1.5) > 0.97
   # ... and where both mark the same valid pixel the angles agree.
   both = gb & wb & (got["valid"] > 0) & (want["valid"] > 0)
-  d = np.abs(np.angle(np.exp(1j * (got["orientation"][both].astype(float)
-                                   - want["orientation"][both]))))
+  d = np.abs(
+    np.angle(np.exp(1j * (got["orientation"][both].astype(float) - want["orientation"][both])))
+  )
   assert both.sum() > 20 and np.median(d) < 0.2 and np.mean(d < 0.6) > 0.9
 
 
 def test_upscale_keeps_boundaries_connected():
-  s = {"image": np.zeros((10, 10, 3), np.float32),
-       "boundary": np.zeros((10, 10), np.float32),
-       "orientation": np.zeros((10, 10), np.float32),
-       "valid": np.zeros((10, 10), np.float32),
-       "mask": np.ones((10, 10), np.float32)}
+  s = {
+    "image": np.zeros((10, 10, 3), np.float32),
+    "boundary": np.zeros((10, 10), np.float32),
+    "orientation": np.zeros((10, 10), np.float32),
+    "valid": np.zeros((10, 10), np.float32),
+    "mask": np.ones((10, 10), np.float32),
+  }
   for i in range(2, 8):  # a diagonal line
     s["boundary"][i, i] = s["valid"][i, i] = 1
     s["orientation"][i, i] = 0.7
   up = pp.scale(s, 2.0)
-  n, _ = cv2.connectedComponents(up["boundary"].astype(np.uint8),
-                                 connectivity=8)
+  n, _ = cv2.connectedComponents(up["boundary"].astype(np.uint8), connectivity=8)
   assert n == 2  # background + one component
   assert np.all(up["orientation"][up["boundary"] > 0] == np.float32(0.7))
 
@@ -197,11 +203,9 @@ def test_crop_first_with_scaling_matches_whole_image_labels(scene, factor):
   inner[1:-1, 1:-1] = True
   total = 0
   for seed in range(12):
-    kw = dict(crop_size=(24, 24), scale_range=(factor, factor),
-              photometric_strength=0.0)
+    kw = dict(crop_size=(24, 24), scale_range=(factor, factor), photometric_strength=0.0)
     got = pp.train_sample(orig, np.random.default_rng(seed), **kw)
-    want = _whole_image_recipe(orig, np.random.default_rng(seed), (24, 24),
-                               (factor, factor), 0.0)
+    want = _whole_image_recipe(orig, np.random.default_rng(seed), (24, 24), (factor, factor), 0.0)
     np.testing.assert_array_equal(got["mask"], want["mask"])
     g, w = got["boundary"] > 0, want["boundary"] > 0
     assert not (g & inner & ~near(w)).any(), seed
@@ -209,8 +213,9 @@ def test_crop_first_with_scaling_matches_whole_image_labels(scene, factor):
     g, w = g & inner, w & inner
     total += int(g.sum())
     both = g & w
-    d = np.angle(np.exp(1j * (got["orientation"][both].astype(np.float64)
-                              - want["orientation"][both])))
+    d = np.angle(
+      np.exp(1j * (got["orientation"][both].astype(np.float64) - want["orientation"][both]))
+    )
     # A shared pixel may take its angle from the neighbouring source pixel
     # (corners turn by up to ~0.35 rad); a wrong flip / rotation would be >= pi/2.
     assert not both.any() or (np.median(np.abs(d)) < 1e-3 and np.abs(d).max() < 0.5)
@@ -223,17 +228,24 @@ def test_train_example_reads_only_the_window(scene):
   """`train_example` on a builder example equals `train_sample` of its decode."""
   h, w = scene["boundaries"].shape
   rng = np.random.default_rng(0)
-  example = {"id": "x", "image": scene["image"].astype(np.uint8),
-             "boundaries": np.stack([scene["boundaries"], ~scene["boundaries"]]),
-             "orientation": np.stack([scene["orientation"]] * 2).astype(np.float32),
-             # valid is a subset of the boundaries (builder contract).
-             "valid": np.stack([scene["valid"],
-                                ~scene["boundaries"] & (np.arange(w) % 3 == 0)]),
-             "depth": None}       # never read
-  from relations.occlusion.data.occlusion_boundaries import occlusion_boundaries_dataset_builder as ob  # pylint: disable=g-import-not-at-top
-  sparse = {"id": "x", "image": example["image"],
-            "ob": ob.sparse_labels(example["boundaries"], example["orientation"],
-                                   example["valid"])}
+  example = {
+    "id": "x",
+    "image": scene["image"].astype(np.uint8),
+    "boundaries": np.stack([scene["boundaries"], ~scene["boundaries"]]),
+    "orientation": np.stack([scene["orientation"]] * 2).astype(np.float32),
+    # valid is a subset of the boundaries (builder contract).
+    "valid": np.stack([scene["valid"], ~scene["boundaries"] & (np.arange(w) % 3 == 0)]),
+    "depth": None,
+  }  # never read
+  from relations.occlusion.data.occlusion_boundaries import (
+    occlusion_boundaries_dataset_builder as ob,
+  )  # pylint: disable=g-import-not-at-top
+
+  sparse = {
+    "id": "x",
+    "image": example["image"],
+    "ob": ob.sparse_labels(example["boundaries"], example["orientation"], example["valid"]),
+  }
   assert sparse["ob"]["annotators"] == 2 and sparse["ob"]["width"] == w
   for ann in (0, 1):
     for seed in range(6):
@@ -243,7 +255,7 @@ def test_train_example_reads_only_the_window(scene):
         got = pp.train_example(ex, ann, np.random.default_rng(seed), **kw)
         for k in want:
           np.testing.assert_array_equal(got[k], want[k])
-    for k, v in pp.decode(example, ann).items():     # the offline 16x path decodes whole
+    for k, v in pp.decode(example, ann).items():  # the offline 16x path decodes whole
       np.testing.assert_array_equal(pp.decode(sparse, ann)[k], v)
   del rng, h
 
@@ -253,8 +265,9 @@ def test_sixteen_variants_are_distinct_and_first_is_identity(scene):
   variants = [pp.geometric_variant(orig, i) for i in range(16)]
   for k in orig:
     np.testing.assert_array_equal(variants[0][k], orig[k])
-  keys = {variants[i]["boundary"].tobytes() + bytes(variants[i]["boundary"].shape)
-          for i in range(16)}
+  keys = {
+    variants[i]["boundary"].tobytes() + bytes(variants[i]["boundary"].shape) for i in range(16)
+  }
   assert len(keys) == 16
   with pytest.raises(ValueError, match="variant 16 out of range"):
     pp.geometric_variant(orig, 16)

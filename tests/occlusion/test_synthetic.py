@@ -69,9 +69,22 @@ def test_sheet_coordinate_continuity_makes_crease_no_ob():
 
 def test_generator_is_deterministic_and_readable(tmp_path):
   for d in ("a", "b"):
-    so.main(["--out", str(tmp_path / d), "--num_train", "2", "--num_test",
-             "1", "--num_hard_negatives", "1", "--seed", "4", "--size",
-             "40x48"])
+    so.main(
+      [
+        "--out",
+        str(tmp_path / d),
+        "--num_train",
+        "2",
+        "--num_test",
+        "1",
+        "--num_hard_negatives",
+        "1",
+        "--seed",
+        "4",
+        "--size",
+        "40x48",
+      ]
+    )
   cmp = filecmp.dircmp(tmp_path / "a", tmp_path / "b")
   assert not cmp.diff_files and not cmp.left_only
   for sub in cmp.subdirs.values():
@@ -83,18 +96,17 @@ def test_generator_is_deterministic_and_readable(tmp_path):
   assert gt["boundaries"].sum() > 20
   assert not gt["boundaries"][:2].any() and not gt["boundaries"][:, -2:].any()
   assert ((gt["depth"] >= 1.0) & (gt["depth"] <= 9.5)).all()
-  assert os.path.isfile(os.path.join(root, "hard_negatives",
-                                     "hardneg_00000.png"))
+  assert os.path.isfile(os.path.join(root, "hard_negatives", "hardneg_00000.png"))
 
 
 def test_scenes_have_distractors_and_hard_negatives_have_no_ob():
   # Over a handful of scenes, strong image edges (Canny-like gradient) away
   # from OBs exist: the data contains edges a model must learn to reject.
   import cv2  # pylint: disable=g-import-not-at-top
+
   off_ob, on_ob = 0, 0
   for i in range(8):
-    sc = so.render_scene(np.random.default_rng(so.scene_seed(0, "train", i)),
-                         64, 64)
+    sc = so.render_scene(np.random.default_rng(so.scene_seed(0, "train", i)), 64, 64)
     edges = cv2.Canny(cv2.cvtColor(sc["image"], cv2.COLOR_RGB2GRAY), 50, 100) > 0
     near_ob = cv2.dilate(sc["boundaries"].astype(np.uint8), np.ones((5, 5))) > 0
     off_ob += (edges & ~near_ob).sum()

@@ -18,11 +18,18 @@ from relations.train import config_util
 
 
 def _config(tmp_path, *overrides):
-  return config_util.load_config("configs/occlusion.py:tiny", [
+  return config_util.load_config(
+    "configs/occlusion.py:tiny",
+    [
       f"data.data_dir={tmp_path / 'tfds'}",
       f"data.manual_dir={make_dummy_data.HERE}",
-      "input.crop_size=(32, 32)", "input.batch_size=8",
-      "evals.test.nthresh=9", "evals.test.num_workers=1", *overrides])
+      "input.crop_size=(32, 32)",
+      "input.batch_size=8",
+      "evals.test.nthresh=9",
+      "evals.test.num_workers=1",
+      *overrides,
+    ],
+  )
 
 
 def test_gt_as_prediction_scores_one_and_files_are_official(tmp_path):
@@ -35,17 +42,14 @@ def test_gt_as_prediction_scores_one_and_files_are_official(tmp_path):
     return ex["boundaries"][0].astype(np.float32), ex["orientation"][0]
 
   out = tmp_path / "pred"
-  res = occlusion_predict.predict_and_score(oracle, src, str(out),
-                                            config.evals.test)
+  res = occlusion_predict.predict_and_score(oracle, src, str(out), config.evals.test)
   assert res["num_images"] == 2
   assert res["B-ODS"] > 0.97 and res["O-ODS"] > 0.97
   for image_id, ex in gts.items():
-    prob = cv2.imread(str(out / "boundaries" / f"{image_id}.png"),
-                      cv2.IMREAD_UNCHANGED)
+    prob = cv2.imread(str(out / "boundaries" / f"{image_id}.png"), cv2.IMREAD_UNCHANGED)
     assert prob.dtype == np.uint16 and prob.shape == make_dummy_data.SIZE
     np.testing.assert_array_equal(prob == 65535, ex["boundaries"][0])
-    theta = realoob_io.read_orientation(
-        str(out / "orientation" / f"{image_id}.png"))
+    theta = realoob_io.read_orientation(str(out / "orientation" / f"{image_id}.png"))
     b = ex["boundaries"][0]
     d = np.angle(np.exp(1j * (theta[b] - ex["orientation"][0][b])))
     assert np.abs(d).max() < 1e-4
@@ -54,8 +58,11 @@ def test_gt_as_prediction_scores_one_and_files_are_official(tmp_path):
 
   # Flipping every angle by pi keeps B and sends O precision to 0.
   flipped = occlusion_predict.predict_and_score(
-      lambda im: (oracle(im)[0], oracle(im)[1] + np.pi), src,
-      str(tmp_path / "flip"), config.evals.test)
+    lambda im: (oracle(im)[0], oracle(im)[1] + np.pi),
+    src,
+    str(tmp_path / "flip"),
+    config.evals.test,
+  )
   assert flipped["B-ODS"] == pytest.approx(res["B-ODS"])
   assert flipped["O-ODS"] == 0.0
 
@@ -65,8 +72,12 @@ def test_preprocess_and_loss_on_builder_examples(tmp_path):
   src = occlusion.make_train_source(config)
   ex = occlusion.preprocess_train(src[0], np.random.default_rng(0), config)
   assert {k: v.shape for k, v in ex.items()} == {
-      "image": (32, 32, 3), "boundary": (32, 32), "orientation": (32, 32),
-      "valid": (32, 32), "mask": (32, 32)}
+    "image": (32, 32, 3),
+    "boundary": (32, 32),
+    "orientation": (32, 32),
+    "valid": (32, 32),
+    "mask": (32, 32),
+  }
   assert ex["image"].dtype == np.float32
   assert set(np.unique(ex["valid"])) <= {0.0, 1.0}
   assert np.all(ex["boundary"][ex["valid"] > 0] == 1)
@@ -81,9 +92,11 @@ def test_preprocess_and_loss_on_builder_examples(tmp_path):
 
 @pytest.mark.slow
 def test_trainer_two_steps_writes_and_scores_predictions(tmp_path):
-  from relations.train import trainer# pylint: disable=g-import-not-at-top
-  config = _config(tmp_path, "total_steps=2", "checkpoint_every=2",
-                   "log_every=1", "evals.test.max_images=2")
+  from relations.train import trainer  # pylint: disable=g-import-not-at-top
+
+  config = _config(
+    tmp_path, "total_steps=2", "checkpoint_every=2", "log_every=1", "evals.test.max_images=2"
+  )
   result = trainer.train(config, str(tmp_path / "work"))
   assert result.step == 2
   for k in ("B-ODS", "B-OIS", "B-AP", "O-ODS", "O-OIS", "O-AP"):

@@ -13,7 +13,8 @@ from relations.train import cli
 @pytest.fixture
 def cfg_file(tmp_path):
   path = tmp_path / "cfg.py"
-  path.write_text(textwrap.dedent("""
+  path.write_text(
+    textwrap.dedent("""
       import ml_collections
       from relations.train.config_util import parse_arg
 
@@ -25,7 +26,8 @@ def cfg_file(tmp_path):
         c.schedule = dict(lr=arg.lr, decay="cosine")
         c.name = "x"
         return c
-      """))
+      """)
+  )
   return str(path)
 
 
@@ -68,8 +70,9 @@ def test_override_of_wrong_type_fails(cfg_file):
 
 
 def test_cli_collects_overrides():
-  args, ov = cli.parse(["--config", "c.py:tiny", "--workdir", "w", "--config.a.b=1",
-                        "--config.c", "2"], "x")
+  args, ov = cli.parse(
+    ["--config", "c.py:tiny", "--workdir", "w", "--config.a.b=1", "--config.c", "2"], "x"
+  )
   assert args.config == "c.py:tiny" and ov == ["a.b=1", "c=2"]
 
 

@@ -11,9 +11,16 @@ from tests import toy_task
 
 def _stream(num_threads=0, num_workers=0, process_index=0, process_count=1):
   pre = functools.partial(toy_task.preprocess_train, config=toy_task.get_config())
-  return input_pipeline.TrainStream(toy_task.Source(37, 8, 0), pre, 8, 3, process_index,
-                                    process_count, num_threads=num_threads,
-                                    num_workers=num_workers)
+  return input_pipeline.TrainStream(
+    toy_task.Source(37, 8, 0),
+    pre,
+    8,
+    3,
+    process_index,
+    process_count,
+    num_threads=num_threads,
+    num_workers=num_workers,
+  )
 
 
 def _reference(step, process_index=0, process_count=1):
@@ -24,8 +31,11 @@ def _reference(step, process_index=0, process_count=1):
   for q in range(step * 8 + process_index * local, step * 8 + (process_index + 1) * local):
     epoch, r = divmod(q, 37)
     idx = int(np.random.default_rng([3, epoch]).permutation(37)[r])
-    rows.append(toy_task.preprocess_train(src[idx], np.random.default_rng([3, epoch, idx]),
-                                          toy_task.get_config()))
+    rows.append(
+      toy_task.preprocess_train(
+        src[idx], np.random.default_rng([3, epoch, idx]), toy_task.get_config()
+      )
+    )
   return input_pipeline.stack(rows)
 
 
@@ -39,7 +49,7 @@ def test_batches_are_a_pure_function_of_seed_and_step():
   want = {s: _reference(s) for s in range(12)}
   for threads in (0, 2):
     got = dict(_stream(threads).iterate(0, 12))
-    assert sorted(got) == list(range(12))         # crosses 2 epochs of 37 examples
+    assert sorted(got) == list(range(12))  # crosses 2 epochs of 37 examples
     for s in got:
       _assert_same(got[s], want[s])
   # Resuming at step 7 continues with exactly the batches of the full run.

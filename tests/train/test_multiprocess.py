@@ -18,14 +18,25 @@ def _start(workdir, steps, tmp_path, tag, overrides=()):
   procs, outs = [], []
   for pid in range(2):
     env = dict(os.environ)
-    env.update(RELATIONS_COORDINATOR=f"127.0.0.1:{port}", RELATIONS_NUM_PROCESSES="2",
-               RELATIONS_PROCESS_ID=str(pid), RELATIONS_INIT_TIMEOUT="120",
-               XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    env.update(
+      RELATIONS_COORDINATOR=f"127.0.0.1:{port}",
+      RELATIONS_NUM_PROCESSES="2",
+      RELATIONS_PROCESS_ID=str(pid),
+      RELATIONS_INIT_TIMEOUT="120",
+      XLA_FLAGS="--xla_force_host_platform_device_count=2",
+    )
     out = str(tmp_path / f"{tag}_p{pid}.npz")
     outs.append(out)
-    procs.append(subprocess.Popen(
+    procs.append(
+      subprocess.Popen(
         [sys.executable, "-m", "tests.train.mp_driver", workdir, str(steps), out, *overrides],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+      )
+    )
   return procs, outs
 
 
@@ -70,12 +81,14 @@ def test_two_processes_train_identically_and_resume(tmp_path):
 @pytest.mark.slow
 def test_sigterm_on_one_process_stops_both_at_the_same_step(tmp_path):
   workdir = str(tmp_path / "w")
-  procs, outs = _start(workdir, 400, tmp_path, "term",
-                       ["checkpoint_every=2", "preemption_sync_every=5"])
+  procs, outs = _start(
+    workdir, 400, tmp_path, "term", ["checkpoint_every=2", "preemption_sync_every=5"]
+  )
   ckpts = os.path.join(workdir, "checkpoints")
   deadline = time.time() + 300
-  while time.time() < deadline and not (os.path.isdir(ckpts) and any(
-      n.isdigit() for n in os.listdir(ckpts))):
+  while time.time() < deadline and not (
+    os.path.isdir(ckpts) and any(n.isdigit() for n in os.listdir(ckpts))
+  ):
     if any(p.poll() is not None for p in procs):
       break
     time.sleep(0.05)

@@ -21,7 +21,8 @@ from relations.nn import vit
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _spec = importlib.util.spec_from_file_location(
-    "paper_configs", os.path.join(_ROOT, "bench", "paper_configs.py"))
+  "paper_configs", os.path.join(_ROOT, "bench", "paper_configs.py")
+)
 paper_configs = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(paper_configs)
 
@@ -29,6 +30,7 @@ _spec.loader.exec_module(paper_configs)
 def test_host_callback_detector_sees_pure_callback():
   def f(x):
     return jax.pure_callback(np.sin, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+
   text = jax.jit(f).lower(jnp.zeros(3)).as_text()
   assert paper_configs.host_callbacks(text), text
 
@@ -58,6 +60,7 @@ def _augreg_npz(path, vit_params, rng):
 @pytest.mark.parametrize("task,prefix", [("occlusion", "vit"), ("video_relations", "encoder")])
 def test_paper_config_trains_from_imported_backbone(tmp_path, task, prefix):
   from relations.train import trainer  # pylint: disable=g-import-not-at-top
+
   config = paper_configs.paper_config(task)
   with config.unlocked():
     config.model.vit.depth = 2
@@ -74,10 +77,12 @@ def test_paper_config_trains_from_imported_backbone(tmp_path, task, prefix):
     ckpt = np.load(path)
     k = "Transformer/encoderblock_1/MlpBlock_3/Dense_0/kernel"
     np.testing.assert_array_equal(
-        imported[prefix]["Transformer"]["encoderblock_1"]["MlpBlock_0"]["Dense_0"]["kernel"],
-        ckpt[k])
-    arrays = {k: jax.device_put(v, p["batch_sh"][k])
-              for k, v in paper_configs.random_batch(batch, seed=2).items()}
+      imported[prefix]["Transformer"]["encoderblock_1"]["MlpBlock_0"]["Dense_0"]["kernel"], ckpt[k]
+    )
+    arrays = {
+      k: jax.device_put(v, p["batch_sh"][k])
+      for k, v in paper_configs.random_batch(batch, seed=2).items()
+    }
     rng = jax.random.fold_in(jax.random.key(int(config.seed)), 0)
     loss_fn = jax.jit(lambda prm, b: p["task"].loss_fn(p["model"], prm, b, rng, config)[0])
     direct = float(loss_fn(imported, arrays))

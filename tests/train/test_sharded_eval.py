@@ -47,13 +47,28 @@ def _predict(spec, overrides, workdir, nproc):
     env = dict(os.environ)
     env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
     if nproc > 1:
-      env.update(RELATIONS_JAX_INIT="1", RELATIONS_COORDINATOR=f"127.0.0.1:{port}",
-                 RELATIONS_NUM_PROCESSES=str(nproc), RELATIONS_PROCESS_ID=str(pid),
-                 RELATIONS_INIT_TIMEOUT="120")
-    cmd = [sys.executable, "-m", "relations.predict", "--config", spec, "--workdir", workdir,
-           *(f"--config.{o}" for o in overrides)]
-    procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True))
+      env.update(
+        RELATIONS_JAX_INIT="1",
+        RELATIONS_COORDINATOR=f"127.0.0.1:{port}",
+        RELATIONS_NUM_PROCESSES=str(nproc),
+        RELATIONS_PROCESS_ID=str(pid),
+        RELATIONS_INIT_TIMEOUT="120",
+      )
+    cmd = [
+      sys.executable,
+      "-m",
+      "relations.predict",
+      "--config",
+      spec,
+      "--workdir",
+      workdir,
+      *(f"--config.{o}" for o in overrides),
+    ]
+    procs.append(
+      subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+      )
+    )
   logs = []
   for p in procs:
     try:
@@ -68,7 +83,7 @@ def _predict(spec, overrides, workdir, nproc):
   for log in logs:
     lines = [l for l in log.splitlines() if l.startswith("metrics ")]
     assert len(lines) == 1, log[-3000:]
-    metrics.append(json.loads(lines[0][len("metrics "):]))
+    metrics.append(json.loads(lines[0][len("metrics ") :]))
   return metrics
 
 
@@ -124,8 +139,9 @@ def test_predict_shard_returns_real_rows_in_index_order():
     return {"y": np.asarray(batch["x"]) * 2}
 
   load = lambda i: {"x": np.full((3,), i, np.float32)}
-  out = eval_loop.predict_shard(5, load, predict, 2, lambda i, o: float(o["y"][0]),
-                                process_index=1, process_count=2)
+  out = eval_loop.predict_shard(
+    5, load, predict, 2, lambda i, o: float(o["y"][0]), process_index=1, process_count=2
+  )
   assert out == [(1, 2.0), (3, 6.0)]
   bs = eval_loop.local_batch_size(2)
   assert all(s == (bs, 3) for s in seen)
@@ -134,12 +150,19 @@ def test_predict_shard_returns_real_rows_in_index_order():
 @pytest.mark.slow
 def test_occlusion_sharded_eval_two_processes_equal_one(tmp_path):
   from relations.occlusion.data.occlusion_boundaries import make_dummy_data  # pylint: disable=g-import-not-at-top
+
   spec = "configs/occlusion.py:tiny"
-  overrides = [f"data.data_dir={tmp_path / 'tfds'}", f"data.manual_dir={make_dummy_data.HERE}",
-               "input.crop_size=(32, 32)", "input.batch_size=8", "evals.test.nthresh=9",
-               "evals.test.num_workers=1",
-               # 3 images: 2 on process 0, 1 on process 1 (a padded batch).
-               "evals.test.split=train", "evals.test.max_images=3"]
+  overrides = [
+    f"data.data_dir={tmp_path / 'tfds'}",
+    f"data.manual_dir={make_dummy_data.HERE}",
+    "input.crop_size=(32, 32)",
+    "input.batch_size=8",
+    "evals.test.nthresh=9",
+    "evals.test.num_workers=1",
+    # 3 images: 2 on process 0, 1 on process 1 (a padded batch).
+    "evals.test.split=train",
+    "evals.test.max_images=3",
+  ]
   m, _, _, files = _one_vs_two(spec, overrides, tmp_path)
   assert m["test"]["num_images"] == 3.0
   for k in ("B-ODS", "B-OIS", "B-AP", "O-ODS", "O-OIS", "O-AP"):
@@ -151,18 +174,32 @@ def test_occlusion_sharded_eval_two_processes_equal_one(tmp_path):
 @pytest.mark.slow
 def test_commonsense_sharded_eval_two_processes_equal_one(tmp_path):
   from relations.commonsense.data import synthetic as synthetic_commonsense  # pylint: disable=g-import-not-at-top
+
   data = str(tmp_path / "data")
-  synthetic_commonsense.generate(data, seed=1, train_images=4, val_images=6, test_images=1,
-                                 verbose=False)
+  synthetic_commonsense.generate(
+    data, seed=1, train_images=4, val_images=6, test_images=1, verbose=False
+  )
   spec = "configs/commonsense.py:variant=tiny"
-  overrides = [f"data.data_dir={tmp_path / 'tfds'}", f"data.manual_dir={data}",
-               "input.batch_size=8", "evals.val.meteor=False",
-               # 5 (event, relation) records and 3 Acc@50 queries: uneven over 2 processes.
-               "evals.val.max_records=5", "evals.val.batch_size=2",
-               "evals.val.acc50_max_queries=3", "evals.val.acc50_batch_size=2"]
+  overrides = [
+    f"data.data_dir={tmp_path / 'tfds'}",
+    f"data.manual_dir={data}",
+    "input.batch_size=8",
+    "evals.val.meteor=False",
+    # 5 (event, relation) records and 3 Acc@50 queries: uneven over 2 processes.
+    "evals.val.max_records=5",
+    "evals.val.batch_size=2",
+    "evals.val.acc50_max_queries=3",
+    "evals.val.acc50_batch_size=2",
+  ]
   from relations.commonsense import task  # pylint: disable=g-import-not-at-top
-  m, w1, w2, files = _one_vs_two(spec, overrides, tmp_path, ignore=("metrics.json",),
-                                 prepare=lambda c: task.make_builder(c, "generation"))
+
+  m, w1, w2, files = _one_vs_two(
+    spec,
+    overrides,
+    tmp_path,
+    ignore=("metrics.json",),
+    prepare=lambda c: task.make_builder(c, "generation"),
+  )
   gen = "val/step_1/val_sample_1_num_5_top_k_0_top_p_0.9.json"
   assert gen in files
   with open(os.path.join(w1, "eval", gen)) as f:
@@ -183,12 +220,20 @@ def test_commonsense_sharded_eval_two_processes_equal_one(tmp_path):
 @pytest.mark.slow
 def test_video_relations_sharded_eval_two_processes_equal_one(tmp_path):
   from relations.video_relations.data import synthetic as synthetic_vidor  # pylint: disable=g-import-not-at-top
+
   raw = str(tmp_path / "raw")
   synthetic_vidor.generate(raw, 1, 3, seed=5, min_frames=40, max_frames=48)
   spec = "configs/video_relations.py:tiny"
-  overrides = [f"data.data_dir={tmp_path / 'tfds'}", f"data.manual_dir={raw}",
-               "model.vit.depth=1", "model.det_layers=1", "input.image_size=(48, 64)",
-               "model.num_queries=8", "evals.val.prior=False", "evals.val.gifs=1"]
+  overrides = [
+    f"data.data_dir={tmp_path / 'tfds'}",
+    f"data.manual_dir={raw}",
+    "model.vit.depth=1",
+    "model.det_layers=1",
+    "input.image_size=(48, 64)",
+    "model.num_queries=8",
+    "evals.val.prior=False",
+    "evals.val.gifs=1",
+  ]
   m, _, _, files = _one_vs_two(spec, overrides, tmp_path)
   assert "val/submission_groundtruth_step1.json" in files
   assert "val/submission_detected_step1.json" in files
@@ -201,11 +246,17 @@ def test_video_relations_sharded_eval_two_processes_equal_one(tmp_path):
 def test_predict_reads_only_the_evaluation_split(tmp_path, capsys):
   from relations import predict  # pylint: disable=g-import-not-at-top
   from relations.occlusion.data.occlusion_boundaries import make_dummy_data  # pylint: disable=g-import-not-at-top
+
   spec = "configs/occlusion.py:tiny"
   tfds_dir = tmp_path / "tfds"
-  overrides = [f"data.data_dir={tfds_dir}", f"data.manual_dir={make_dummy_data.HERE}",
-               "input.crop_size=(32, 32)", "input.batch_size=8", "evals.test.nthresh=9",
-               "evals.test.num_workers=1"]
+  overrides = [
+    f"data.data_dir={tfds_dir}",
+    f"data.manual_dir={make_dummy_data.HERE}",
+    "input.crop_size=(32, 32)",
+    "input.batch_size=8",
+    "evals.test.nthresh=9",
+    "evals.test.num_workers=1",
+  ]
   workdir = str(tmp_path / "w")
   _checkpoint(spec, overrides, workdir)
   # Remove the prepared training split; the official release is not reachable either.
@@ -221,9 +272,12 @@ def test_predict_reads_only_the_evaluation_split(tmp_path, capsys):
   metrics = json.loads(next(l for l in out.splitlines() if l.startswith("metrics "))[8:])
   assert metrics["test"]["num_images"] == 2.0
   assert sorted(os.listdir(os.path.join(workdir, "eval", "test", "step_1", "boundaries"))) == [
-      "test_00000.png", "test_00001.png"]
+    "test_00000.png",
+    "test_00001.png",
+  ]
   # The training source is indeed gone: building it fails.
   from relations.occlusion import task  # pylint: disable=g-import-not-at-top
+
   config = config_util.load_config(spec, overrides)
   with pytest.raises(RuntimeError, match="-train.array_record"):
     task.make_train_source(config)[0]

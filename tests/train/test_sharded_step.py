@@ -47,5 +47,6 @@ def test_mesh_sizes_and_rules():
   spec = sharding.spec_for("a/b", (4, 4), [("b$", (None, "data"))], mesh, 16)
   assert spec == jax.sharding.PartitionSpec(None, "data")
   import pytest
+
   with pytest.raises(ValueError, match="do not divide"):
     sharding.make_mesh([("data", -1), ("fsdp", 3)])

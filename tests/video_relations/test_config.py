@@ -20,7 +20,8 @@ def test_paper_and_tiny_variants():
 
 def test_ablation_args():
   c = config_util.load_config(
-      f"{SPEC}:tiny,motion=false,seg_len=30,assoc=0.3,queries=8,tracks=detected")
+    f"{SPEC}:tiny,motion=false,seg_len=30,assoc=0.3,queries=8,tracks=detected"
+  )
   assert c.model.use_motion is False
   assert (c.video.segment_length, c.video.segment_stride) == (30, 15)
   assert c.video.association_threshold == 0.3

@@ -33,14 +33,22 @@ def data(tmp_path_factory):
   raw = str(root / "raw")
   synthetic_vidor.generate(raw, 4, 2, seed=3, min_frames=40, max_frames=56)
   config = config_util.load_config(
-      "configs/video_relations.py:tiny",
-      [f"data.data_dir={root / 'tfds'}", f"data.manual_dir={raw}",
-       f"evals.val.groundtruth={os.path.join(raw, 'annotation', 'validation')}",
-       "total_steps=2", "checkpoint_every=2", "log_every=1",
-       "evals.val.gifs=1",
-       # A smaller graph than `tiny` compiles faster; same code paths.
-       "model.vit.depth=1", "model.det_layers=1", "input.image_size=(48, 64)",
-       "model.num_queries=8"])
+    "configs/video_relations.py:tiny",
+    [
+      f"data.data_dir={root / 'tfds'}",
+      f"data.manual_dir={raw}",
+      f"evals.val.groundtruth={os.path.join(raw, 'annotation', 'validation')}",
+      "total_steps=2",
+      "checkpoint_every=2",
+      "log_every=1",
+      "evals.val.gifs=1",
+      # A smaller graph than `tiny` compiles faster; same code paths.
+      "model.vit.depth=1",
+      "model.det_layers=1",
+      "input.image_size=(48, 64)",
+      "model.num_queries=8",
+    ],
+  )
   builder = video_relations.make_builder(config)
   return root, raw, config, builder
 
@@ -51,12 +59,11 @@ def test_preprocess_train_targets(data):
   a = video_relations.preprocess_train(ex, np.random.default_rng(5), config)
   b = video_relations.preprocess_train(ex, np.random.default_rng(5), config)
   for k in a:
-    np.testing.assert_array_equal(a[k], b[k])      # deterministic given rng
+    np.testing.assert_array_equal(a[k], b[k])  # deterministic given rng
   t, m = config.input.clip_frames, config.input.max_objects
   assert a["frames"].shape == (t, 48, 64, 3)
-  assert a["frames"].dtype == np.uint8    # normalised on device (loss_fn)
-  assert a["boxes"].shape == (t, m, 4) and a["pairs"].shape == (
-      config.input.max_pairs, 2)
+  assert a["frames"].dtype == np.uint8  # normalised on device (loss_fn)
+  assert a["boxes"].shape == (t, m, 4) and a["pairs"].shape == (config.input.max_pairs, 2)
   nb = a["boxes"][a["box_valid"]]
   assert (nb >= 0).all() and (nb <= 1).all() and (nb[:, 2:] > nb[:, :2]).all()
   pv = a["pair_valid"]
@@ -75,11 +82,9 @@ def test_train_source_decodes_only_kept_frames_to_the_same_clip(data):
   assert len(lazy) == len(full)
   for i in range(len(full)):
     stored = lazy[i]["frames"]
-    assert all(isinstance(f, bytes) for f in stored)     # nothing decoded yet
-    a = video_relations.preprocess_train(full[i], np.random.default_rng(i),
-                                         config)
-    b = video_relations.preprocess_train(lazy[i], np.random.default_rng(i),
-                                         config)
+    assert all(isinstance(f, bytes) for f in stored)  # nothing decoded yet
+    a = video_relations.preprocess_train(full[i], np.random.default_rng(i), config)
+    b = video_relations.preprocess_train(lazy[i], np.random.default_rng(i), config)
     assert a.keys() == b.keys()
     for k in a:
       np.testing.assert_array_equal(a[k], b[k], err_msg=k)
@@ -90,7 +95,7 @@ def test_uint8_frames_normalise_on_device_like_the_host(data):
   ex = builder.as_data_source("train")[0]
   a = video_relations.preprocess_train(ex, np.random.default_rng(1), config)
   batch = {k: v[None] for k, v in a.items()}
-  batch["frame_valid"][0, -1] = False       # one padded frame -> zeros
+  batch["frame_valid"][0, -1] = False  # one padded frame -> zeros
   got = np.asarray(jax.jit(video_relations._model_frames)(batch))
   want = a["frames"].astype(np.float32) / 127.5 - 1.0
   want[-1] = 0.0
@@ -110,17 +115,20 @@ def test_flip_mirrors_frames_and_boxes(data):
   b = video_relations.preprocess_train(ex, np.random.default_rng(7), flipped)
   np.testing.assert_array_equal(b["frames"], a["frames"][:, :, ::-1])
   v = a["box_valid"]
-  np.testing.assert_allclose(b["boxes"][v][:, [0, 2]],
-                             1 - a["boxes"][v][:, [2, 0]], atol=1e-6)
-  np.testing.assert_array_equal(b["boxes"][v][:, [1, 3]],
-                                a["boxes"][v][:, [1, 3]])
+  np.testing.assert_allclose(b["boxes"][v][:, [0, 2]], 1 - a["boxes"][v][:, [2, 0]], atol=1e-6)
+  np.testing.assert_array_equal(b["boxes"][v][:, [1, 3]], a["boxes"][v][:, [1, 3]])
   for k in ("pairs", "pair_labels", "pair_valid", "labels", "box_valid"):
     np.testing.assert_array_equal(a[k], b[k])
 
 
 def test_relation_labels_rule():
-  rel = {"subject": [0, 0, 1], "object": [1, 1, 0], "predicate": [3, 4, 5],
-         "begin_fid": [0, 10, 0], "end_fid": [20, 13, 5]}
+  rel = {
+    "subject": [0, 0, 1],
+    "object": [1, 1, 0],
+    "predicate": [3, 4, 5],
+    "begin_fid": [0, 10, 0],
+    "end_fid": [20, 13, 5],
+  }
   lab = video_relations.relation_labels(rel, {0: 1, 1: 0}, 8, 20, 6, 3)
   # [0, 20) covers the segment [8, 20) -> on; [10, 13) lies inside -> on;
   # [0, 5) does not overlap -> off.
@@ -137,18 +145,24 @@ def test_groundtruth_tracks_reproduce_the_official_groundtruth(data):
   pred = {}
   for i in range(len(ds)):
     ex = ds[i]
-    vid = ex["video_id"].decode() if isinstance(ex["video_id"], bytes) else \
-        ex["video_id"]
+    vid = ex["video_id"].decode() if isinstance(ex["video_id"], bytes) else ex["video_id"]
     tracks = {tr.track_id: tr for tr in pipeline.groundtruth_tracks(ex)}
     rels = []
     r = ex["relations"]
-    for s, o, p, b, e in zip(r["subject"], r["object"], r["predicate"],
-                             r["begin_fid"], r["end_fid"]):
+    for s, o, p, b, e in zip(
+      r["subject"], r["object"], r["predicate"], r["begin_fid"], r["end_fid"]
+    ):
       a, c = tracks[int(s)], tracks[int(o)]
-      rels.append(association.Relation(
-          (CATS[a.category], PREDS[p], CATS[c.category]), int(b), int(e),
-          a.native_boxes[b - a.start:e - a.start],
-          c.native_boxes[b - c.start:e - c.start], [1.0]))
+      rels.append(
+        association.Relation(
+          (CATS[a.category], PREDS[p], CATS[c.category]),
+          int(b),
+          int(e),
+          a.native_boxes[b - a.start : e - a.start],
+          c.native_boxes[b - c.start : e - c.start],
+          [1.0],
+        )
+      )
     pred[vid] = [submission.relation_to_json(x) for x in rels]
   res = scoring.evaluate(gt, pred, "helper").as_dict()
   assert res["mAP"] == 1.0 and res["R@100"] == 1.0
@@ -156,19 +170,23 @@ def test_groundtruth_tracks_reproduce_the_official_groundtruth(data):
 
 def test_prior_baseline_ranks_by_training_frequency():
   c, p = CATS.index, PREDS.index
-  ex = {"tracks": {"category": np.array([c("adult"), c("dog")])},
-        "relations": {"subject": [0, 0, 0, 1], "object": [1, 1, 1, 0],
-                      "predicate": [p("chase"), p("chase"), p("towards"),
-                                    p("away")]}}
+  ex = {
+    "tracks": {"category": np.array([c("adult"), c("dog")])},
+    "relations": {
+      "subject": [0, 0, 0, 1],
+      "object": [1, 1, 1, 0],
+      "predicate": [p("chase"), p("chase"), p("towards"), p("away")],
+    },
+  }
   counts = prior_baseline.triplet_counts([ex], CATS, PREDS)
-  assert counts[("adult", "dog")].most_common() == [("chase", 2),
-                                                     ("towards", 1)]
+  assert counts[("adult", "dog")].most_common() == [("chase", 2), ("towards", 1)]
   assert counts[("dog", "adult")] == {"away": 1}
 
 
 def test_train_predict_write_validate_score(data):
   root, raw, config, _ = data
-  from relations.train import trainer# pylint: disable=g-import-not-at-top
+  from relations.train import trainer  # pylint: disable=g-import-not-at-top
+
   res = trainer.train(config, str(root / "train"))
   ev = res.eval_metrics
   for mode in ("groundtruth", "detected", "prior"):
@@ -189,13 +207,20 @@ def test_train_predict_write_validate_score(data):
   assert s["version"] == "VERSION 1.0" and len(s["results"]) == 2
   for rels in s["results"].values():
     assert len(rels) <= 200
-    assert [r["score"] for r in rels] == sorted(
-        [r["score"] for r in rels], reverse=True)
+    assert [r["score"] for r in rels] == sorted([r["score"] for r in rels], reverse=True)
   metrics_json = root / "cli.json"
-  rc = vidor_cli.main(["--groundtruth",
-                       os.path.join(raw, "annotation", "validation"),
-                       "--prediction", str(sub), "--protocol", "vru20",
-                       "--output", str(metrics_json)])
+  rc = vidor_cli.main(
+    [
+      "--groundtruth",
+      os.path.join(raw, "annotation", "validation"),
+      "--prediction",
+      str(sub),
+      "--protocol",
+      "vru20",
+      "--output",
+      str(metrics_json),
+    ]
+  )
   assert rc == 0
   with open(metrics_json) as f:
     cli = json.load(f)

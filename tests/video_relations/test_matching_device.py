@@ -24,7 +24,7 @@ def _random_cost(rng, n, m, kind):
   if kind == 1:
     return rng.random((n, m), np.float32)
   if kind == 2:
-    return (rng.integers(-2**11, 2**11, (n, m)) / 256).astype(np.float32)
+    return (rng.integers(-(2**11), 2**11, (n, m)) / 256).astype(np.float32)
   return np.full((n, m), 0.25, np.float32)
 
 
@@ -32,20 +32,20 @@ def _bucket(seed, max_r, max_c, count):
   """Random matrices (tall ones transposed, as scipy does) padded into one [count, R, C]."""
   rng = np.random.default_rng(seed)
   mats, tall = [], []
-  cost = np.full((count, max_r, max_c), 7.0, np.float32)   # padding must never matter
+  cost = np.full((count, max_r, max_c), 7.0, np.float32)  # padding must never matter
   rv, cv = np.zeros((count, max_r), bool), np.zeros((count, max_c), bool)
   for b in range(count):
     n, m = int(rng.integers(1, max_r + 1)), int(rng.integers(1, max_c + 1))
-    if b % 4 == 3:                              # a square one now and then
+    if b % 4 == 3:  # a square one now and then
       m = n
     c = _random_cost(rng, n, m, b % 7 % 4)
-    if b % 2:                                   # tall input: scipy solves its transpose
+    if b % 2:  # tall input: scipy solves its transpose
       c = c.T.copy()
     mats.append(c)
     w = c if c.shape[0] <= c.shape[1] else c.T
     tall.append(c.shape[0] > c.shape[1])
-    cost[b, :w.shape[0], :w.shape[1]] = w
-    rv[b, :w.shape[0]], cv[b, :w.shape[1]] = True, True
+    cost[b, : w.shape[0], : w.shape[1]] = w
+    rv[b, : w.shape[0]], cv[b, : w.shape[1]] = True, True
   return mats, tall, cost, rv, cv
 
 
@@ -58,8 +58,8 @@ def test_assignment_equals_scipy(bucket):
   for b, c in enumerate(mats):
     rows, cols = scipy.optimize.linear_sum_assignment(c.astype(np.float64))
     w = c.T if tall[b] else c
-    col4row = got[b, :w.shape[0]]
-    assert (got[b, w.shape[0]:] == -1).all()
+    col4row = got[b, : w.shape[0]]
+    assert (got[b, w.shape[0] :] == -1).all()
     assert len(set(col4row.tolist())) == w.shape[0] and (col4row < w.shape[1]).all()
     if tall[b]:
       ours_r, ours_c = col4row[np.argsort(col4row)], np.argsort(col4row)
@@ -110,5 +110,10 @@ def test_hungarian_match_equals_scipy_per_frame():
 
 def test_too_many_target_slots_is_a_clear_error():
   with pytest.raises(ValueError, match="3 target slots but only 2 queries"):
-    matching.hungarian_match(jnp.zeros((1, 2, 4)), jnp.zeros((1, 2, 4)), jnp.zeros((1, 3), int),
-                             jnp.zeros((1, 3, 4)), jnp.ones((1, 3), bool))
+    matching.hungarian_match(
+      jnp.zeros((1, 2, 4)),
+      jnp.zeros((1, 2, 4)),
+      jnp.zeros((1, 3), int),
+      jnp.zeros((1, 3, 4)),
+      jnp.ones((1, 3), bool),
+    )

@@ -21,11 +21,21 @@ from relations.video_relations import tracking
 def test_segments_match_baseline_grid_and_cover_tail():
   # Baseline: [(i, i + 30) for i in range(0, 100 - 30 + 1, 15)].
   assert segments.segment_video(0, 100, cover_tail=False) == [
-      (0, 30), (15, 45), (30, 60), (45, 75), (60, 90)]
+    (0, 30),
+    (15, 45),
+    (30, 60),
+    (45, 75),
+    (60, 90),
+  ]
   assert segments.segment_video(0, 100) == [
-      (0, 30), (15, 45), (30, 60), (45, 75), (60, 90), (70, 100)]
-  assert segments.segment_video(0, 90) == [
-      (0, 30), (15, 45), (30, 60), (45, 75), (60, 90)]
+    (0, 30),
+    (15, 45),
+    (30, 60),
+    (45, 75),
+    (60, 90),
+    (70, 100),
+  ]
+  assert segments.segment_video(0, 90) == [(0, 30), (15, 45), (30, 60), (45, 75), (60, 90)]
   assert segments.segment_video(0, 20) == [(0, 20)]
   assert segments.segment_video(0, 20, cover_tail=False) == []
   assert segments.segment_video(5, 5) == []
@@ -36,13 +46,12 @@ def test_segments_match_baseline_grid_and_cover_tail():
 
 # ---------------------------------------------------------------- interpolate
 def test_interpolation_is_linear_inside_and_holds_outside():
-  out = interpolate.interpolate_boxes([4, 8], [[0, 0, 4, 4], [4, 8, 8, 12]],
-                                      2, 11)
-  np.testing.assert_array_equal(out[0], [0, 0, 4, 4])       # frame 2: held
-  np.testing.assert_array_equal(out[2], [0, 0, 4, 4])       # frame 4
-  np.testing.assert_array_equal(out[3], [1, 2, 5, 6])       # frame 5
-  np.testing.assert_array_equal(out[6], [4, 8, 8, 12])      # frame 8
-  np.testing.assert_array_equal(out[8], [4, 8, 8, 12])      # frame 10: held
+  out = interpolate.interpolate_boxes([4, 8], [[0, 0, 4, 4], [4, 8, 8, 12]], 2, 11)
+  np.testing.assert_array_equal(out[0], [0, 0, 4, 4])  # frame 2: held
+  np.testing.assert_array_equal(out[2], [0, 0, 4, 4])  # frame 4
+  np.testing.assert_array_equal(out[3], [1, 2, 5, 6])  # frame 5
+  np.testing.assert_array_equal(out[6], [4, 8, 8, 12])  # frame 8
+  np.testing.assert_array_equal(out[8], [4, 8, 8, 12])  # frame 10: held
   assert out.shape == (9, 4)
 
 
@@ -72,14 +81,20 @@ def test_own_window_and_box_smoothing():
 
 # ---------------------------------------------------------------- association
 def _rel(triplet, start, boxes_s, boxes_o, conf, meta=None):
-  return association.Relation(triplet, start, start + len(boxes_s),
-                              np.asarray(boxes_s, float),
-                              np.asarray(boxes_o, float), [conf], meta or {})
+  return association.Relation(
+    triplet,
+    start,
+    start + len(boxes_s),
+    np.asarray(boxes_s, float),
+    np.asarray(boxes_o, float),
+    [conf],
+    meta or {},
+  )
 
 
 def test_shared_frames_viou_by_hand():
-  a = [[0, 0, 9, 9], [0, 0, 9, 9]]            # frames 0, 1; area 100 each
-  b = [[5, 0, 14, 9], [0, 0, 9, 9], [0, 0, 1, 1]]   # frames 1, 2, 3
+  a = [[0, 0, 9, 9], [0, 0, 9, 9]]  # frames 0, 1; area 100 each
+  b = [[5, 0, 14, 9], [0, 0, 9, 9], [0, 0, 1, 1]]  # frames 1, 2, 3
   # Shared frame: 1 only; a[1] vs b[0]: inter 5*10 = 50, union 150.
   assert association.shared_frames_viou(a, 0, b, 1) == pytest.approx(50 / 150)
   assert association.shared_frames_viou(a, 0, b, 2) == 0.0
@@ -90,10 +105,12 @@ def test_association_merges_averages_and_keeps_first_confidence():
   box = [0, 0, 9, 9]
   shifted = [1, 0, 10, 9]
   seg0 = [_rel(t, 0, [box] * 4, [box] * 4, 0.6)]
-  seg1 = [_rel(t, 2, [shifted] * 4, [box] * 4, 0.2),
-          # A relation first seen in the second segment: the baseline would
-          # give it the confidences [1] (bug); we keep its own 0.3.
-          _rel(("cat", "away", "dog"), 2, [box] * 4, [box] * 4, 0.3)]
+  seg1 = [
+    _rel(t, 2, [shifted] * 4, [box] * 4, 0.2),
+    # A relation first seen in the second segment: the baseline would
+    # give it the confidences [1] (bug); we keep its own 0.3.
+    _rel(("cat", "away", "dog"), 2, [box] * 4, [box] * 4, 0.3),
+  ]
   rels = association.greedy_relational_association([(2, seg1), (0, seg0)])
   assert len(rels) == 2
   r, late = rels
@@ -109,13 +126,13 @@ def test_trim_weak_ends_keeps_the_strong_core_of_a_chain():
   t = ("dog", "chase", "cat")
   segs = []
   for k, conf in enumerate([0.2, 0.8, 0.9, 0.3]):
-    boxes = [[k, 0, k + 9, 9]] * 6       # 6 frames from 4k: chains overlap
+    boxes = [[k, 0, k + 9, 9]] * 6  # 6 frames from 4k: chains overlap
     segs.append((4 * k, [_rel(t, 4 * k, boxes, boxes, conf)]))
   (r,) = association.greedy_relational_association(segs)
   assert r.spans == [(0, 6), (4, 10), (8, 14), (12, 18)]
   assert (r.start, r.end) == (0, 18)
   full = r.sub_traj.copy()
-  association.trim_weak_ends(r, 0.5)      # threshold 0.45: keeps 0.8, 0.9
+  association.trim_weak_ends(r, 0.5)  # threshold 0.45: keeps 0.8, 0.9
   assert (r.start, r.end) == (4, 14)
   assert r.confs == [0.8, 0.9] and r.spans == [(4, 10), (8, 14)]
   assert r.score == pytest.approx(0.85)
@@ -150,28 +167,29 @@ def test_association_threshold_triplet_and_one_extension_per_segment():
   t = ("dog", "chase", "cat")
   box, far = [0, 0, 9, 9], [50, 50, 59, 59]
   seg0 = [_rel(t, 0, [box] * 4, [box] * 4, 0.9)]
-  seg1 = [_rel(t, 2, [box] * 4, [box] * 4, 0.8),     # merges
-          _rel(t, 2, [box] * 4, [box] * 4, 0.7),     # relation already taken
-          _rel(t, 2, [far] * 4, [box] * 4, 0.6),     # subject vIoU 0
-          _rel(("dog", "bite", "cat"), 2, [box] * 4, [box] * 4, 0.5)]
+  seg1 = [
+    _rel(t, 2, [box] * 4, [box] * 4, 0.8),  # merges
+    _rel(t, 2, [box] * 4, [box] * 4, 0.7),  # relation already taken
+    _rel(t, 2, [far] * 4, [box] * 4, 0.6),  # subject vIoU 0
+    _rel(("dog", "bite", "cat"), 2, [box] * 4, [box] * 4, 0.5),
+  ]
   rels = association.greedy_relational_association([(0, seg0), (2, seg1)])
   assert [round(r.score, 6) for r in rels] == [0.85, 0.7, 0.6, 0.5]
   # With a threshold above the overlap nothing merges.
   seg1b = [_rel(t, 2, [[3, 0, 12, 9]] * 4, [box] * 4, 0.8)]
-  rels = association.greedy_relational_association([(0, seg0), (2, seg1b)],
-                                                    threshold=0.6)
+  rels = association.greedy_relational_association([(0, seg0), (2, seg1b)], threshold=0.6)
   assert len(rels) == 2
-  rels = association.greedy_relational_association([(0, seg0), (2, seg1b)],
-                                                    threshold=0.5)
-  assert len(rels) == 1     # vIoU = 70 / 130 = 0.538
+  rels = association.greedy_relational_association([(0, seg0), (2, seg1b)], threshold=0.5)
+  assert len(rels) == 1  # vIoU = 70 / 130 = 0.538
 
 
 def test_association_keeps_topk_per_segment_by_score():
   t = ("dog", "chase", "cat")
-  seg = [_rel(t, 0, [[i * 20, 0, i * 20 + 9, 9]], [[0, 0, 9, 9]], c)
-         for i, c in enumerate([0.1, 0.5, 0.3])]
-  rels = association.greedy_relational_association([(0, seg)],
-                                                    topk_per_segment=2)
+  seg = [
+    _rel(t, 0, [[i * 20, 0, i * 20 + 9, 9]], [[0, 0, 9, 9]], c)
+    for i, c in enumerate([0.1, 0.5, 0.3])
+  ]
+  rels = association.greedy_relational_association([(0, seg)], topk_per_segment=2)
   assert [r.score for r in rels] == [0.5, 0.3]
 
 
@@ -183,21 +201,31 @@ def test_submission_round_trip_validates_and_is_atomic(tmp_path):
   assert os.listdir(tmp_path) == ["sub.json"]
   with open(path) as f:
     sub = json.load(f)
-  assert sub == {"version": "VERSION 1.0", "results": {"123": [{
-      "triplet": ["adult", "ride", "bicycle"], "score": 0.5,
-      "duration": [3, 5], "sub_traj": [[0, 0, 9.12, 9]] * 2,
-      "obj_traj": [[1, 1, 5, 5]] * 2}]}}
+  assert sub == {
+    "version": "VERSION 1.0",
+    "results": {
+      "123": [
+        {
+          "triplet": ["adult", "ride", "bicycle"],
+          "score": 0.5,
+          "duration": [3, 5],
+          "sub_traj": [[0, 0, 9.12, 9]] * 2,
+          "obj_traj": [[1, 1, 5, 5]] * 2,
+        }
+      ]
+    },
+  }
   report = validate.validate_submission(sub, None, "vru20", "vidor")
   assert report.ok and not report.problems, report.summary()
   xz = submission.write_submission({"123": [r]}, tmp_path / "sub.json.xz")
   import lzma  # pylint: disable=g-import-not-at-top
+
   with lzma.open(xz) as f:
     assert json.load(f) == sub
 
 
 def test_submission_rejects_wrong_box_count_and_cut_is_stable():
-  bad = association.Relation(("a", "b", "c"), 0, 3, np.zeros((2, 4)),
-                             np.zeros((3, 4)), [1.0])
+  bad = association.Relation(("a", "b", "c"), 0, 3, np.zeros((2, 4)), np.zeros((3, 4)), [1.0])
   with pytest.raises(ValueError, match=r"\[0, 3\) has 2 subject"):
     submission.relation_to_json(bad)
   rels = [{"score": s, "i": i} for i, s in enumerate([0.5, 0.9, 0.5, 0.1])]
@@ -219,11 +247,14 @@ def _frames_two_objects(n, swap_gap=None):
         continue
       boxes.append([x, 40 + 20 * k, x + 10, 50 + 20 * k])
       embs.append(np.eye(4)[k])
-    out.append({"boxes": np.array(boxes, float).reshape(-1, 4),
-                "scores": np.full(len(boxes), 0.9),
-                "class_probs": np.eye(3)[[0, 1][:len(boxes)]] if len(
-                    boxes) == 2 else np.eye(3)[[1]],
-                "embeddings": np.array(embs)})
+    out.append(
+      {
+        "boxes": np.array(boxes, float).reshape(-1, 4),
+        "scores": np.full(len(boxes), 0.9),
+        "class_probs": np.eye(3)[[0, 1][: len(boxes)]] if len(boxes) == 2 else np.eye(3)[[1]],
+        "embeddings": np.array(embs),
+      }
+    )
   return out
 
 
@@ -255,7 +286,7 @@ def test_tracker_thresholds_drop_low_scores_and_duplicates():
     f["scores"] = np.array([0.9, 0.3])
   assert len(tracking.link_detections(fr)) == 1
   fr = _frames_two_objects(3)
-  for f in fr:   # a near-duplicate of object 0 is suppressed by NMS
+  for f in fr:  # a near-duplicate of object 0 is suppressed by NMS
     f["boxes"] = np.concatenate([f["boxes"], f["boxes"][:1] + 0.5])
     f["scores"] = np.array([0.9, 0.9, 0.8])
     f["class_probs"] = np.eye(3)[[0, 1, 0]]
@@ -266,12 +297,21 @@ def test_tracker_thresholds_drop_low_scores_and_duplicates():
 # ---------------------------------------------------------------- metrics
 def test_detection_ap_known_answer():
   frames = [
-      {"gt_boxes": [[0, 0, 10, 10], [20, 20, 30, 30]], "gt_labels": [1, 2],
-       "pred_boxes": [[0, 0, 10, 10], [0, 0, 10, 10], [21, 21, 31, 31],
-                      [50, 50, 60, 60]],
-       "pred_labels": [1, 1, 2, 2], "pred_scores": [0.9, 0.8, 0.7, 0.95]},
-      {"gt_boxes": [[0, 0, 10, 10]], "gt_labels": [1],
-       "pred_boxes": np.zeros((0, 4)), "pred_labels": [], "pred_scores": []}]
+    {
+      "gt_boxes": [[0, 0, 10, 10], [20, 20, 30, 30]],
+      "gt_labels": [1, 2],
+      "pred_boxes": [[0, 0, 10, 10], [0, 0, 10, 10], [21, 21, 31, 31], [50, 50, 60, 60]],
+      "pred_labels": [1, 1, 2, 2],
+      "pred_scores": [0.9, 0.8, 0.7, 0.95],
+    },
+    {
+      "gt_boxes": [[0, 0, 10, 10]],
+      "gt_labels": [1],
+      "pred_boxes": np.zeros((0, 4)),
+      "pred_labels": [],
+      "pred_scores": [],
+    },
+  ]
   res = metrics.detection_ap(frames)
   # Class 1: TP (0.9), FP duplicate (0.8); 2 GT -> AP 0.5.
   # Class 2: FP (0.95) then TP (0.7, IoU 81/119 >= 0.5) -> AP 0.5.
@@ -282,12 +322,15 @@ def test_detection_ap_known_answer():
 def test_clear_mot_counts_an_id_switch():
   b1, b2 = [0, 0, 10, 10], [50, 0, 60, 10]
   frames = [
-      {"gt_ids": [7, 8], "gt_boxes": [b1, b2], "track_ids": [0, 1],
-       "track_boxes": [b1, b2]},
-      {"gt_ids": [7, 8], "gt_boxes": [b1, b2], "track_ids": [0, 1],
-       "track_boxes": [b1, [70, 0, 80, 10]]},             # FN + FP
-      {"gt_ids": [7, 8], "gt_boxes": [b1, b2], "track_ids": [0, 2],
-       "track_boxes": [b1, b2]}]                          # 8: 1 -> 2
+    {"gt_ids": [7, 8], "gt_boxes": [b1, b2], "track_ids": [0, 1], "track_boxes": [b1, b2]},
+    {
+      "gt_ids": [7, 8],
+      "gt_boxes": [b1, b2],
+      "track_ids": [0, 1],
+      "track_boxes": [b1, [70, 0, 80, 10]],
+    },  # FN + FP
+    {"gt_ids": [7, 8], "gt_boxes": [b1, b2], "track_ids": [0, 2], "track_boxes": [b1, b2]},
+  ]  # 8: 1 -> 2
   res = metrics.clear_mot(frames)
   assert (res["IDSW"], res["FP"], res["FN"], res["num_gt"]) == (1, 1, 1, 6)
   assert res["MOTA"] == pytest.approx(1 - 3 / 6)

@@ -47,57 +47,107 @@ from PIL import ImageDraw
 from relations.commonsense.text import person_tags
 from relations.commonsense.text import tokenizer as tokenizer_lib
 
-COLOURS = {'red': (220, 30, 30), 'blue': (30, 60, 220),
-           'green': (30, 170, 50), 'yellow': (240, 220, 30)}
+COLOURS = {
+  'red': (220, 30, 30),
+  'blue': (30, 60, 220),
+  'green': (30, 170, 50),
+  'yellow': (240, 220, 30),
+}
 OBJECTS = ('cup', 'book', 'phone', 'ball')
 POSES = ('standing', 'sitting', 'arms_up')
 PLACES = {  # place text -> (short noun, background colour)
-    'in a kitchen': ('kitchen', (235, 230, 215)),
-    'at a park': ('park', (170, 210, 240)),
-    'in an office': ('office', (190, 190, 190)),
-    'at a party': ('party', (95, 60, 115)),
+  'in a kitchen': ('kitchen', (235, 230, 215)),
+  'at a park': ('park', (170, 210, 240)),
+  'in an office': ('office', (190, 190, 190)),
+  'at a party': ('party', (95, 60, 115)),
 }
-EVENTS = ('{s} is talking to {o}', '{s} is looking at {o}',
-          '{s} is waiting for {o}', '{s} is listening to {o}',
-          '{s} is smiling at {o}', '{s} is next to {o}')
+EVENTS = (
+  '{s} is talking to {o}',
+  '{s} is looking at {o}',
+  '{s} is waiting for {o}',
+  '{s} is listening to {o}',
+  '{s} is smiling at {o}',
+  '{s} is next to {o}',
+)
 INTENT = {
-    'cup': ['drink some coffee', 'warm up with a hot drink',
-            'share a drink with {o}', 'take a short break'],
-    'book': ['read the story', 'learn something new',
-             'show the book to {o}', 'finish the chapter'],
-    'phone': ['call a friend', 'check the messages',
-              'take a photo of {o}', 'find the address'],
-    'ball': ['play a game', 'throw the ball to {o}', 'win the match',
-             'have some fun'],
+  'cup': [
+    'drink some coffee',
+    'warm up with a hot drink',
+    'share a drink with {o}',
+    'take a short break',
+  ],
+  'book': ['read the story', 'learn something new', 'show the book to {o}', 'finish the chapter'],
+  'phone': ['call a friend', 'check the messages', 'take a photo of {o}', 'find the address'],
+  'ball': ['play a game', 'throw the ball to {o}', 'win the match', 'have some fun'],
 }
 BEFORE = {
-    'red': ['put on the red apron', 'cook a big meal',
-            'chop some vegetables', 'taste the soup', 'wash the pots'],
-    'blue': ['put on the blue uniform', 'patrol the street',
-             'drive the police car', 'check the radio', 'write a ticket'],
-    'green': ['water the plants', 'dig in the garden', 'cut the grass',
-              'plant some seeds', 'carry the green hose'],
-    'yellow': ['study for the exam', 'walk to school', 'pack the yellow bag',
-               'finish the homework', 'meet {x} in class'],
+  'red': [
+    'put on the red apron',
+    'cook a big meal',
+    'chop some vegetables',
+    'taste the soup',
+    'wash the pots',
+  ],
+  'blue': [
+    'put on the blue uniform',
+    'patrol the street',
+    'drive the police car',
+    'check the radio',
+    'write a ticket',
+  ],
+  'green': [
+    'water the plants',
+    'dig in the garden',
+    'cut the grass',
+    'plant some seeds',
+    'carry the green hose',
+  ],
+  'yellow': [
+    'study for the exam',
+    'walk to school',
+    'pack the yellow bag',
+    'finish the homework',
+    'meet {x} in class',
+  ],
 }
 AFTER = {
-    'standing': ['walk to the door', 'leave the {p}', 'go home with {o}',
-                 'shake hands with {o}', "take {o}'s hand"],
-    'sitting': ['stand up slowly', 'take a nap', 'rest for a while',
-                'stay in the chair', 'ask {o} to sit down'],
-    'arms_up': ['cheer loudly', 'jump with joy', 'wave to {o}',
-                'dance with {o}', 'clap the hands'],
+  'standing': [
+    'walk to the door',
+    'leave the {p}',
+    'go home with {o}',
+    'shake hands with {o}',
+    "take {o}'s hand",
+  ],
+  'sitting': [
+    'stand up slowly',
+    'take a nap',
+    'rest for a while',
+    'stay in the chair',
+    'ask {o} to sit down',
+  ],
+  'arms_up': ['cheer loudly', 'jump with joy', 'wave to {o}', 'dance with {o}', 'clap the hands'],
 }
 SKIN, LEGS = (230, 190, 150), (60, 60, 70)
-OBJECT_DRAW = {'cup': (120, 70, 30), 'book': (250, 250, 250),
-               'phone': (15, 15, 15), 'ball': (255, 140, 0)}
+OBJECT_DRAW = {
+  'cup': (120, 70, 30),
+  'book': (250, 250, 250),
+  'phone': (15, 15, 15),
+  'ball': (255, 140, 0),
+}
 FEATURE_DIM = 2048
 
 
 # ----------------------------------------------------------------- drawing
-def _draw_person(draw: ImageDraw.ImageDraw, cx: float, foot: float,
-                 h: float, colour: str, obj: str, pose: str,
-                 part: str) -> list[float]:
+def _draw_person(
+  draw: ImageDraw.ImageDraw,
+  cx: float,
+  foot: float,
+  h: float,
+  colour: str,
+  obj: str,
+  pose: str,
+  part: str,
+) -> list[float]:
   """Draws the body or the held object of one person.
 
   Args:
@@ -112,8 +162,9 @@ def _draw_person(draw: ImageDraw.ImageDraw, cx: float, foot: float,
   """
   body = part == 'body'
   noop = lambda *a, **k: None  # pylint: disable=unnecessary-lambda-assignment
-  d_rect, d_ellipse, d_line = ((draw.rectangle, draw.ellipse, draw.line)
-                               if body else (noop, noop, noop))
+  d_rect, d_ellipse, d_line = (
+    (draw.rectangle, draw.ellipse, draw.line) if body else (noop, noop, noop)
+  )
   w = 0.36 * h
   head_r = 0.11 * h
   if pose == 'sitting':
@@ -189,8 +240,7 @@ def _draw_object(draw, size: int, name: str, x: float) -> list[float]:
   if name == 'tv':
     box = [x, y, x + 1.6 * s, y + s]
     draw.rectangle(box, fill=(10, 10, 10))
-    draw.rectangle([box[0] + 2, box[1] + 2, box[2] - 2, box[3] - 2],
-                   fill=(90, 140, 200))
+    draw.rectangle([box[0] + 2, box[1] + 2, box[2] - 2, box[3] - 2], fill=(90, 140, 200))
   else:  # clock
     box = [x, y, x + s, y + s]
     draw.ellipse(box, fill=(245, 245, 245), outline=(0, 0, 0))
@@ -202,22 +252,27 @@ def _polygon(box: list[float]) -> list[list[list[float]]]:
   return [[[x1, y1], [x2, y1], [x2, y2], [x1, y2]]]
 
 
-def _features(img: np.ndarray, boxes: list[list[float]],
-              proj: np.ndarray) -> dict[str, np.ndarray]:
+def _features(img: np.ndarray, boxes: list[list[float]], proj: np.ndarray) -> dict[str, np.ndarray]:
   """Projected 8x8 thumbnails: image (2048,), boxes (N, 2048), float32."""
 
   def thumb(x1, y1, x2, y2):
-    crop = Image.fromarray(img[int(y1):max(int(y1) + 1, int(np.ceil(y2))),
-                               int(x1):max(int(x1) + 1, int(np.ceil(x2)))])
-    t = np.asarray(crop.resize((8, 8), Image.BILINEAR), np.float32) / 255.
+    crop = Image.fromarray(
+      img[
+        int(y1) : max(int(y1) + 1, int(np.ceil(y2))), int(x1) : max(int(x1) + 1, int(np.ceil(x2)))
+      ]
+    )
+    t = np.asarray(crop.resize((8, 8), Image.BILINEAR), np.float32) / 255.0
     return t.reshape(-1) - 0.5
 
   h, w = img.shape[:2]
   whole = thumb(0, 0, w, h) @ proj
-  objs = np.stack([thumb(*b) @ proj for b in boxes]) if boxes else np.zeros(
-      (0, FEATURE_DIM), np.float32)
-  return {'image_features': np.maximum(whole, 0).astype(np.float32),
-          'object_features': np.maximum(objs, 0).astype(np.float32)}
+  objs = (
+    np.stack([thumb(*b) @ proj for b in boxes]) if boxes else np.zeros((0, FEATURE_DIM), np.float32)
+  )
+  return {
+    'image_features': np.maximum(whole, 0).astype(np.float32),
+    'object_features': np.maximum(objs, 0).astype(np.float32),
+  }
 
 
 # --------------------------------------------------------------- records
@@ -232,14 +287,15 @@ def _make_image(rng: np.random.Generator, size: int) -> dict[str, Any]:
   people, geometry = [], []
   slot = size / n_people
   for k in range(n_people):
-    attrs = dict(colour=list(COLOURS)[rng.integers(4)],
-                 object=OBJECTS[rng.integers(4)],
-                 pose=POSES[rng.integers(3)])
+    attrs = dict(
+      colour=list(COLOURS)[rng.integers(4)],
+      object=OBJECTS[rng.integers(4)],
+      pose=POSES[rng.integers(3)],
+    )
     h = size * rng.uniform(0.5, 0.6)
     cx = slot * (k + 0.5) + rng.uniform(-0.08, 0.08) * slot
     foot = size * rng.uniform(0.9, 0.97)
-    geometry.append((cx, foot, h, attrs['colour'], attrs['object'],
-                     attrs['pose']))
+    geometry.append((cx, foot, h, attrs['colour'], attrs['object'], attrs['pose']))
     people.append(dict(name='person', **attrs))
   for part in ('body', 'object'):
     for person, geo in zip(people, geometry):
@@ -255,11 +311,11 @@ def _make_image(rng: np.random.Generator, size: int) -> dict[str, Any]:
   for d in dets:
     d['box'] = [float(np.clip(v, 0, size - 1)) for v in d['box']]
   meta = {
-      'boxes': [d['box'] + [round(float(rng.uniform(0.8, 1.0)), 4)]
-                for d in dets],
-      'names': [d['name'] for d in dets],
-      'segms': [_polygon(d['box']) for d in dets],
-      'width': size, 'height': size,
+    'boxes': [d['box'] + [round(float(rng.uniform(0.8, 1.0)), 4)] for d in dets],
+    'names': [d['name'] for d in dets],
+    'segms': [_polygon(d['box']) for d in dets],
+    'width': size,
+    'height': size,
   }
   return dict(image=img, place=place, dets=dets, meta=meta)
 
@@ -268,8 +324,9 @@ def _fill(template: str, s: int, o: int, x: int, place: str) -> str:
   return template.format(s=s, o=o, x=x, p=PLACES[place][0])
 
 
-def _events(rng: np.random.Generator, im: dict[str, Any], blind: bool,
-            p_no_intent: float) -> list[dict[str, Any]]:
+def _events(
+  rng: np.random.Generator, im: dict[str, Any], blind: bool, p_no_intent: float
+) -> list[dict[str, Any]]:
   """Two events per image with inferences from the subject's attributes."""
   tags = [i + 1 for i, d in enumerate(im['dets']) if d['name'] == 'person']
   subjects = rng.choice(tags, size=2, replace=False)
@@ -284,18 +341,30 @@ def _events(rng: np.random.Generator, im: dict[str, Any], blind: bool,
     event = _fill(EVENTS[template], s, o, x, im['place'])
     rec = dict(place=im['place'], event=event)
     if not blind:
+
       def pick(pool, k):
         idx = rng.choice(len(pool), size=k, replace=False)
         # Some annotators end with a period (as in the real data).
-        return [_fill(pool[i], s, o, x, im['place'])
-                + ('.' if rng.uniform() < 0.15 else '') for i in sorted(idx)]
+        return [
+          _fill(pool[i], s, o, x, im['place']) + ('.' if rng.uniform() < 0.15 else '')
+          for i in sorted(idx)
+        ]
+
       n_intent = 0 if rng.uniform() < p_no_intent else 2
       rec['intent'] = pick(INTENT[attrs['object']], n_intent)
       rec['before'] = pick(BEFORE[attrs['colour']], 4)
       rec['after'] = pick(AFTER[attrs['pose']], 4)
-    out.append((rec, dict(subject=s, other=o, template=template,
-                          **{k: attrs[k] for k in ('colour', 'object',
-                                                   'pose')})))
+    out.append(
+      (
+        rec,
+        dict(
+          subject=s,
+          other=o,
+          template=template,
+          **{k: attrs[k] for k in ('colour', 'object', 'pose')},
+        ),
+      )
+    )
   return out
 
 
@@ -304,11 +373,18 @@ def _write_json(path: str, obj: Any) -> None:
     json.dump(obj, f, indent=None)
 
 
-def generate(out: str, seed: int = 0, train_images: int = 120,
-             val_images: int = 30, test_images: int = 15,
-             image_size: int = 128, features: bool = True,
-             vocab_size: int = 600, overwrite: bool = False,
-             verbose: bool = True) -> dict[str, Any]:
+def generate(
+  out: str,
+  seed: int = 0,
+  train_images: int = 120,
+  val_images: int = 30,
+  test_images: int = 15,
+  image_size: int = 128,
+  features: bool = True,
+  vocab_size: int = 600,
+  overwrite: bool = False,
+  verbose: bool = True,
+) -> dict[str, Any]:
   """Writes the synthetic corpus to `out` (see module docstring).
 
   Args:
@@ -331,11 +407,11 @@ def generate(out: str, seed: int = 0, train_images: int = 120,
   os.makedirs(parent, exist_ok=True)
   tmp = tempfile.mkdtemp(dir=parent, prefix='.tmp_synthetic_commonsense_')
   try:
-    proj = np.random.default_rng([seed, 99]).standard_normal(
-        (8 * 8 * 3, FEATURE_DIM)).astype(np.float32) / np.sqrt(192.)
+    proj = np.random.default_rng([seed, 99]).standard_normal((8 * 8 * 3, FEATURE_DIM)).astype(
+      np.float32
+    ) / np.sqrt(192.0)
     truth, annots, event_truth, probe = {}, {}, {}, {}
-    splits = (('train', train_images), ('val', val_images),
-              ('test', test_images))
+    splits = (('train', train_images), ('val', val_images), ('test', test_images))
     for split_idx, (split, n_img) in enumerate(splits):
       rng = np.random.default_rng([seed, split_idx])
       records, event_truth[split], probe[split] = [], [], []
@@ -347,8 +423,7 @@ def generate(out: str, seed: int = 0, train_images: int = 120,
         im = _make_image(rng, image_size)
         d = os.path.join(tmp, 'vcr1images', movie)
         os.makedirs(d, exist_ok=True)
-        im['image'].save(os.path.join(tmp, 'vcr1images', img_fn),
-                         quality=95)
+        im['image'].save(os.path.join(tmp, 'vcr1images', img_fn), quality=95)
         _write_json(os.path.join(tmp, 'vcr1images', meta_fn), im['meta'])
         if features:
           os.makedirs(os.path.join(tmp, 'features'), exist_ok=True)
@@ -356,24 +431,28 @@ def generate(out: str, seed: int = 0, train_images: int = 120,
           feats = _features(arr, [b[:4] for b in im['meta']['boxes']], proj)
           with open(os.path.join(tmp, 'features', stem + '.pkl'), 'wb') as f:
             pickle.dump(feats, f, protocol=2)
-          probe[split] += [(feats['object_features'][k], det)
-                           for k, det in enumerate(im['dets'])
-                           if det['name'] == 'person']
-        events = _events(rng, im, blind=(split == 'test'),
-                         p_no_intent=0.1)
-        truth[img_fn] = dict(place=im['place'], detections=[
-            {k: v for k, v in det.items() if k != 'box'}
-            for det in im['dets']], events=[e[1] for e in events])
+          probe[split] += [
+            (feats['object_features'][k], det)
+            for k, det in enumerate(im['dets'])
+            if det['name'] == 'person'
+          ]
+        events = _events(rng, im, blind=(split == 'test'), p_no_intent=0.1)
+        truth[img_fn] = dict(
+          place=im['place'],
+          detections=[{k: v for k, v in det.items() if k != 'box'} for det in im['dets']],
+          events=[e[1] for e in events],
+        )
         for rec, ev_truth in events:
           event_truth[split].append(ev_truth)
-          records.append(dict(img_fn=img_fn, movie=movie,
-                              metadata_fn=meta_fn, split=split, **rec))
+          records.append(dict(img_fn=img_fn, movie=movie, metadata_fn=meta_fn, split=split, **rec))
       annots[split] = records
       _write_json(os.path.join(tmp, f'{split}_annots.json'), records)
     _write_json(os.path.join(tmp, 'truth.json'), truth)
     tok = tokenizer_lib.train_bpe(
-        tokenizer_lib.corpus_pieces(_texts(annots['train'])),
-        os.path.join(tmp, 'tokenizer'), vocab_size=vocab_size)
+      tokenizer_lib.corpus_pieces(_texts(annots['train'])),
+      os.path.join(tmp, 'tokenizer'),
+      vocab_size=vocab_size,
+    )
     stats = corpus_statistics(annots, truth, event_truth, tok)
     if features:
       stats['feature_probe_accuracy'] = _probe_accuracy(probe)
@@ -402,9 +481,12 @@ def _texts(records: list[dict[str, Any]]) -> list[str]:
 
 
 # ------------------------------------------------------------- statistics
-def corpus_statistics(annots: dict[str, list], truth: dict[str, Any],
-                      event_truth: dict[str, list],
-                      tok: tokenizer_lib.VisualCometTokenizer) -> dict:
+def corpus_statistics(
+  annots: dict[str, list],
+  truth: dict[str, Any],
+  event_truth: dict[str, list],
+  tok: tokenizer_lib.VisualCometTokenizer,
+) -> dict:
   """Corpus statistics (paper Table 4 style) and text-only predictability.
 
   `text_only_attribute_accuracy` measures how well the attribute that selects
@@ -420,48 +502,67 @@ def corpus_statistics(annots: dict[str, list], truth: dict[str, Any],
     for rel in ('intent', 'before', 'after'):
       n = [len(r.get(rel, [])) for r in recs]
       s[f'{rel}_per_event'] = float(np.mean(n)) if n else 0.0
-      s[f'{rel}_empty_events'] = int(sum(1 for r in recs
-                                         if rel in r and not r[rel]))
-    infs = [t for r in recs for rel in ('intent', 'before', 'after')
-            for t in r.get(rel, [])]
+      s[f'{rel}_empty_events'] = int(sum(1 for r in recs if rel in r and not r[rel]))
+    infs = [t for r in recs for rel in ('intent', 'before', 'after') for t in r.get(rel, [])]
     s['inferences'] = len(infs)
     s['unique_inferences'] = len(set(infs))
-    s['people_per_image'] = float(np.mean([
-        sum(d['name'] == 'person' for d in truth[i]['detections'])
-        for i in imgs]))
-    s['detections_per_image'] = float(np.mean([
-        len(truth[i]['detections']) for i in imgs]))
-    s['persons_mentioned_per_event'] = float(np.mean([
-        len(person_tags.tag_numbers(person_tags.map_numbers_to_det_tokens(
-            r['event'])[0])) for r in recs]))
-    s['persons_mentioned_per_inference'] = float(np.mean([
-        len(person_tags.tag_numbers(person_tags.map_numbers_to_det_tokens(
-            t)[0])) for t in infs])) if infs else 0.0
-    s['words_per_event'] = float(np.mean([len(r['event'].split())
-                                          for r in recs]))
-    s['words_per_place'] = float(np.mean([len(r['place'].split())
-                                          for r in recs]))
-    s['words_per_inference'] = float(np.mean([len(t.split())
-                                              for t in infs])) if infs else 0.
+    s['people_per_image'] = float(
+      np.mean([sum(d['name'] == 'person' for d in truth[i]['detections']) for i in imgs])
+    )
+    s['detections_per_image'] = float(np.mean([len(truth[i]['detections']) for i in imgs]))
+    s['persons_mentioned_per_event'] = float(
+      np.mean(
+        [
+          len(person_tags.tag_numbers(person_tags.map_numbers_to_det_tokens(r['event'])[0]))
+          for r in recs
+        ]
+      )
+    )
+    s['persons_mentioned_per_inference'] = (
+      float(
+        np.mean(
+          [len(person_tags.tag_numbers(person_tags.map_numbers_to_det_tokens(t)[0])) for t in infs]
+        )
+      )
+      if infs
+      else 0.0
+    )
+    s['words_per_event'] = float(np.mean([len(r['event'].split()) for r in recs]))
+    s['words_per_place'] = float(np.mean([len(r['place'].split()) for r in recs]))
+    s['words_per_inference'] = float(np.mean([len(t.split()) for t in infs])) if infs else 0.0
     stats[split] = s
   # Token lengths of the official fields (for the fixed-width layout).
   tr = annots['train']
-  ev_len = [len(tok.encode(' '.join([tokenizer_lib.B_EV,
-                                     person_tags.map_numbers_to_det_tokens(
-                                         r['event'])[1],
-                                     tokenizer_lib.E_EV]))) for r in tr]
-  pl_len = [len(tok.encode(' '.join([tokenizer_lib.B_PL, r['place'],
-                                     tokenizer_lib.E_PL]))) for r in tr]
-  inf_len = [len(tok.encode(' '.join(['<|intent|>', r['inference_text_name'],
-                                      tokenizer_lib.E_IN])))
-             for i, rec in enumerate(tr)
-             for r in person_tags.encode_finetune_record(rec, i)]
-  stats['tokens'] = dict(bpe_base_vocab=tok.base_vocab_size,
-                         vocab_with_specials=tok.vocab_size,
-                         max_event=max(ev_len), max_place=max(pl_len),
-                         max_inference=max(inf_len))
-  stats['text_only_attribute_accuracy'] = _text_only_accuracy(
-      annots, event_truth)
+  ev_len = [
+    len(
+      tok.encode(
+        ' '.join(
+          [
+            tokenizer_lib.B_EV,
+            person_tags.map_numbers_to_det_tokens(r['event'])[1],
+            tokenizer_lib.E_EV,
+          ]
+        )
+      )
+    )
+    for r in tr
+  ]
+  pl_len = [
+    len(tok.encode(' '.join([tokenizer_lib.B_PL, r['place'], tokenizer_lib.E_PL]))) for r in tr
+  ]
+  inf_len = [
+    len(tok.encode(' '.join(['<|intent|>', r['inference_text_name'], tokenizer_lib.E_IN])))
+    for i, rec in enumerate(tr)
+    for r in person_tags.encode_finetune_record(rec, i)
+  ]
+  stats['tokens'] = dict(
+    bpe_base_vocab=tok.base_vocab_size,
+    vocab_with_specials=tok.vocab_size,
+    max_event=max(ev_len),
+    max_place=max(pl_len),
+    max_inference=max(inf_len),
+  )
+  stats['text_only_attribute_accuracy'] = _text_only_accuracy(annots, event_truth)
   return stats
 
 
@@ -469,9 +570,9 @@ def _text_only_accuracy(annots, event_truth) -> dict[str, float]:
   def rows(split):
     for r, e in zip(annots[split], event_truth[split]):
       yield (e['template'], r['place']), e
+
   out = {}
-  for rel, attr in (('intent', 'object'), ('before', 'colour'),
-                    ('after', 'pose')):
+  for rel, attr in (('intent', 'object'), ('before', 'colour'), ('after', 'pose')):
     counts = {}
     for key, e in rows('train'):
       counts.setdefault(key, {}).setdefault(e[attr], 0)
@@ -481,9 +582,10 @@ def _text_only_accuracy(annots, event_truth) -> dict[str, float]:
       for a, n in c.items():
         overall[a] = overall.get(a, 0) + n
     fallback = max(sorted(overall), key=overall.get)
-    hits = [e[attr] == (max(sorted(counts[key]), key=counts[key].get)
-                        if key in counts else fallback)
-            for key, e in rows('val')]
+    hits = [
+      e[attr] == (max(sorted(counts[key]), key=counts[key].get) if key in counts else fallback)
+      for key, e in rows('val')
+    ]
     out[rel] = float(np.mean(hits)) if hits else 0.0
   return out
 
@@ -506,29 +608,28 @@ def _probe_accuracy(probe) -> dict[str, float]:
     # Dual ridge: few samples, many features.
     alpha = np.linalg.solve(x @ x.T + 10.0 * np.eye(len(x)), t)
     pred = (xv @ x.T @ alpha).argmax(1)
-    out[attr] = float(np.mean([classes[p] == d[attr]
-                               for p, (_, d) in zip(pred, probe['val'])]))
+    out[attr] = float(np.mean([classes[p] == d[attr] for p, (_, d) in zip(pred, probe['val'])]))
   return out
 
 
 def print_statistics(stats: dict) -> None:
   """Prints the statistics as a table."""
   keys = [k for k in stats['train']]
-  print(f"{'statistic':34s}" + ''.join(f'{s:>10s}' for s in
-                                        ('train', 'val', 'test')))
+  print(f"{'statistic':34s}" + ''.join(f'{s:>10s}' for s in ('train', 'val', 'test')))
   for k in keys:
     vals = [stats[s][k] for s in ('train', 'val', 'test')]
-    print(f'{k:34s}' + ''.join(
-        f'{v:10.2f}' if isinstance(v, float) else f'{v:10d}' for v in vals))
+    print(f'{k:34s}' + ''.join(f'{v:10.2f}' if isinstance(v, float) else f'{v:10d}' for v in vals))
   print('tokens:', json.dumps(stats['tokens']))
   acc = stats['text_only_attribute_accuracy']
-  print('attribute accuracy from event+place text only (val; image gives '
-        '1.00): ' + ', '.join(f'{k} {v:.2f}' for k, v in acc.items()))
+  print(
+    'attribute accuracy from event+place text only (val; image gives '
+    '1.00): ' + ', '.join(f'{k} {v:.2f}' for k, v in acc.items())
+  )
   if 'feature_probe_accuracy' in stats:
-    print('attribute accuracy from the person box features (val, ridge '
-          'probe): ' + ', '.join(
-              f'{k} {v:.2f}'
-              for k, v in stats['feature_probe_accuracy'].items()))
+    print(
+      'attribute accuracy from the person box features (val, ridge '
+      'probe): ' + ', '.join(f'{k} {v:.2f}' for k, v in stats['feature_probe_accuracy'].items())
+    )
 
 
 def main(argv=None) -> None:
@@ -543,10 +644,17 @@ def main(argv=None) -> None:
   p.add_argument('--no_features', action='store_true')
   p.add_argument('--overwrite', action='store_true')
   a = p.parse_args(argv)
-  generate(a.out, seed=a.seed, train_images=a.train_images,
-           val_images=a.val_images, test_images=a.test_images,
-           image_size=a.image_size, features=not a.no_features,
-           vocab_size=a.vocab_size, overwrite=a.overwrite)
+  generate(
+    a.out,
+    seed=a.seed,
+    train_images=a.train_images,
+    val_images=a.val_images,
+    test_images=a.test_images,
+    image_size=a.image_size,
+    features=not a.no_features,
+    vocab_size=a.vocab_size,
+    overwrite=a.overwrite,
+  )
 
 
 if __name__ == '__main__':

@@ -70,6 +70,7 @@ class BeamConfig:
     stop_id: <|e_in|>; -1 = never stop before T tokens.
     pad_id: emitted after `stop_id`.
   """
+
   num_beams: int = 5
   num_return: int = 0
   max_new_tokens: int = 20
@@ -82,11 +83,13 @@ class BeamConfig:
     if self.num_beams < 1:
       raise ValueError(f"num_beams must be >= 1, got {self.num_beams}")
     if not 0 <= self.num_return <= self.num_beams:
-      raise ValueError(f"num_return must be in [0, num_beams="
-                       f"{self.num_beams}], got {self.num_return}")
+      raise ValueError(
+        f"num_return must be in [0, num_beams={self.num_beams}], got {self.num_return}"
+      )
     if self.early_stopping not in (False, True, "never"):
-      raise ValueError(f"early_stopping must be False, True or 'never', got "
-                       f"{self.early_stopping!r}")
+      raise ValueError(
+        f"early_stopping must be False, True or 'never', got {self.early_stopping!r}"
+      )
 
 
 def _take(x, idx):
@@ -95,8 +98,7 @@ def _take(x, idx):
   return jnp.take_along_axis(x, idx, axis=1)
 
 
-def make_beam_fn(decoder, cfg: BeamConfig,
-                 prompt_len: int | None = None) -> Callable[..., Any]:
+def make_beam_fn(decoder, cfg: BeamConfig, prompt_len: int | None = None) -> Callable[..., Any]:
   """Returns jitted `fn(params, inputs) -> (tokens int32 [B, R, T], scores)`.
 
   Args:
@@ -129,13 +131,16 @@ def make_beam_fn(decoder, cfg: BeamConfig,
     base = (jnp.arange(b) * k)[:, None]
 
     state = dict(
-        i=jnp.int32(0), logits=logits, cache=cache,
-        run_seq=jnp.full((b, k, t), cfg.pad_id, jnp.int32),
-        run_score=jnp.zeros((b, k), jnp.float32).at[:, 1:].set(NEG),
-        fin_seq=jnp.full((b, k, t), cfg.pad_id, jnp.int32),
-        fin_score=jnp.full((b, k), NEG, jnp.float32),
-        fin=jnp.zeros((b, k), bool),
-        open=jnp.ones((b,), bool))  # improvement still possible
+      i=jnp.int32(0),
+      logits=logits,
+      cache=cache,
+      run_seq=jnp.full((b, k, t), cfg.pad_id, jnp.int32),
+      run_score=jnp.zeros((b, k), jnp.float32).at[:, 1:].set(NEG),
+      fin_seq=jnp.full((b, k, t), cfg.pad_id, jnp.int32),
+      fin_score=jnp.full((b, k), NEG, jnp.float32),
+      fin=jnp.zeros((b, k), bool),
+      open=jnp.ones((b,), bool),
+    )  # improvement still possible
 
     def cond(s):
       going = (s["i"] < t) & jnp.any(s["open"])
@@ -147,7 +152,7 @@ def make_beam_fn(decoder, cfg: BeamConfig,
       i = s["i"]
       logp = jax.nn.log_softmax(s["logits"].astype(jnp.float32), -1)
       cand = logp.reshape(b, k, v) + s["run_score"][:, :, None]
-      top, idx = jax.lax.top_k(cand.reshape(b, k * v), 2 * k)   # [B, 2K]
+      top, idx = jax.lax.top_k(cand.reshape(b, k * v), 2 * k)  # [B, 2K]
       src, tok = idx // v, (idx % v).astype(jnp.int32)
       seq = jnp.where(pos == i, tok[:, :, None], _take(s["run_seq"], src))
       hits = (tok == cfg.stop_id) | (i + 1 == t)
@@ -175,17 +180,24 @@ def make_beam_fn(decoder, cfg: BeamConfig,
       # Reorder the cache to the surviving beams, feed their new tokens.
       rows = (base + run_src).reshape(-1)
       cache = jax.tree.map(lambda x: x[rows], s["cache"])
-      logits, cache = decoder.step(params, run_tok.reshape(-1, 1), cache,
-                                   i, prefix, prefix_mask)
+      logits, cache = decoder.step(params, run_tok.reshape(-1, 1), cache, i, prefix, prefix_mask)
 
       # Can the best running beam still beat the worst finished one?
       n = jnp.float32(t if (es == "never" and lp > 0) else i + 1)
-      best = run_score[:, 0] / n ** lp
+      best = run_score[:, 0] / n**lp
       worst = jnp.where(fin, jnp.min(fin_score, 1, keepdims=True), NEG)
       still = jnp.any(best[:, None] > worst, axis=1)
-      return dict(i=i + 1, logits=logits, cache=cache, run_seq=run_seq,
-                  run_score=run_score, fin_seq=fin_seq, fin_score=fin_score,
-                  fin=fin, open=s["open"] & still)
+      return dict(
+        i=i + 1,
+        logits=logits,
+        cache=cache,
+        run_seq=run_seq,
+        run_score=run_score,
+        fin_seq=fin_seq,
+        fin_score=fin_score,
+        fin=fin,
+        open=s["open"] & still,
+      )
 
     s = jax.lax.while_loop(cond, body, state)
     return s["fin_seq"][:, :r], s["fin_score"][:, :r]

@@ -50,13 +50,14 @@ from relations.commonsense import gpt2
 @dataclasses.dataclass(frozen=True)
 class SampleConfig:
   """Decoding settings; defaults are the official ones."""
+
   num_samples: int = 5
   max_new_tokens: int = 20
   top_p: float = 0.9
   top_k: int = 0
   temperature: float = 1.0
-  stop_id: int = -1   # <|e_in|>; -1 = never stop early
-  pad_id: int = 0     # emitted after stop_id
+  stop_id: int = -1  # <|e_in|>; -1 = never stop early
+  pad_id: int = 0  # emitted after stop_id
   nucleus: str = "threshold"  # or "sorted" (`sampling` module docstring)
 
 
@@ -70,25 +71,33 @@ class LMDecoder:
 
   def prefill(self, params, inputs):
     toks = inputs["tokens"]
-    cache = gpt2.init_cache(self.lm, toks.shape[0], toks.shape[1],
-                            self.cache_dtype)
+    cache = gpt2.init_cache(self.lm, toks.shape[0], toks.shape[1], self.cache_dtype)
     key_mask = inputs.get("key_mask")
     if key_mask is not None:
       key_mask = key_mask.astype(bool)
-    _, out = self.lm.apply({"params": params}, toks, kv_cache=cache,
-                           cache_index=0, key_mask=key_mask,
-                           return_logits=False)
-    logits = self.lm.apply({"params": params}, out["hidden"][:, -1],
-                           method=gpt2.GPT2.logits)
+    _, out = self.lm.apply(
+      {"params": params},
+      toks,
+      kv_cache=cache,
+      cache_index=0,
+      key_mask=key_mask,
+      return_logits=False,
+    )
+    logits = self.lm.apply({"params": params}, out["hidden"][:, -1], method=gpt2.GPT2.logits)
     return logits, out["kv_cache"], key_mask
 
   def new_cache(self, n, length):
     return gpt2.init_cache(self.lm, n, length, self.cache_dtype)
 
   def step(self, params, tokens, cache, index, prefix, prefix_mask):
-    logits, out = self.lm.apply({"params": params}, tokens, kv_cache=cache,
-                                cache_index=index, prefix=prefix,
-                                prefix_mask=prefix_mask)
+    logits, out = self.lm.apply(
+      {"params": params},
+      tokens,
+      kv_cache=cache,
+      cache_index=index,
+      prefix=prefix,
+      prefix_mask=prefix_mask,
+    )
     return logits[:, -1], out["kv_cache"]
 
 
@@ -99,8 +108,7 @@ def per_prompt_keys(rng) -> bool:
   return rng.ndim == 2
 
 
-def make_sample_fn(decoder, cfg: SampleConfig,
-                   prompt_len: int | None = None) -> Callable[..., Any]:
+def make_sample_fn(decoder, cfg: SampleConfig, prompt_len: int | None = None) -> Callable[..., Any]:
   """Returns jitted `fn(params, inputs, rng) -> tokens int32 [B, S, T]`.
 
   S = cfg.num_samples, T = cfg.max_new_tokens. Row (b, s) holds the sampled
@@ -114,15 +122,19 @@ def make_sample_fn(decoder, cfg: SampleConfig,
   """
   del prompt_len
   s, t = cfg.num_samples, cfg.max_new_tokens
-  draw = functools.partial(sampling.sample, temperature=cfg.temperature,
-                           top_k=cfg.top_k, top_p=cfg.top_p,
-                           nucleus=cfg.nucleus)
+  draw = functools.partial(
+    sampling.sample,
+    temperature=cfg.temperature,
+    top_k=cfg.top_k,
+    top_p=cfg.top_p,
+    nucleus=cfg.nucleus,
+  )
 
   def fn(params, inputs, rng):
     logits, prefix, prefix_mask = decoder.prefill(params, inputs)
     b = logits.shape[0]
     n = b * s
-    logits = jnp.repeat(logits, s, axis=0)   # [N, V]: cheap, the cache is not
+    logits = jnp.repeat(logits, s, axis=0)  # [N, V]: cheap, the cache is not
     cache = decoder.new_cache(n, t)
     toks = jnp.full((n, t), cfg.pad_id, jnp.int32)
     done = jnp.zeros((n,), bool)
@@ -135,8 +147,7 @@ def make_sample_fn(decoder, cfg: SampleConfig,
     def body(state):
       i, toks, done, cache, logits, rng = state
       if rowwise:
-        keys = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, i),
-                                                   s))(rng).reshape(n, -1)
+        keys = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, i), s))(rng).reshape(n, -1)
         if jax.dtypes.issubdtype(rng.dtype, jax.dtypes.prng_key):
           keys = keys.reshape(n)
         nxt = jax.vmap(lambda k, l: draw(k, l[None])[0])(keys, logits)
@@ -146,8 +157,7 @@ def make_sample_fn(decoder, cfg: SampleConfig,
       nxt = jnp.where(done, cfg.pad_id, nxt)
       toks = jax.lax.dynamic_update_slice(toks, nxt[:, None], (0, i))
       done = done | (nxt == cfg.stop_id)
-      logits, cache = decoder.step(params, nxt[:, None], cache, i, prefix,
-                                   prefix_mask)
+      logits, cache = decoder.step(params, nxt[:, None], cache, i, prefix, prefix_mask)
       return i + 1, toks, done, cache, logits, rng
 
     state = (jnp.int32(0), toks, done, cache, logits, rng)
@@ -157,8 +167,9 @@ def make_sample_fn(decoder, cfg: SampleConfig,
   return jax.jit(fn)
 
 
-def make_decode_fn(decoder, cfg: SampleConfig | beam.BeamConfig,
-                   prompt_len: int | None = None) -> Callable[..., Any]:
+def make_decode_fn(
+  decoder, cfg: SampleConfig | beam.BeamConfig, prompt_len: int | None = None
+) -> Callable[..., Any]:
   """Jitted `fn(params, inputs, rng) -> tokens int32 [B, S, T]` for `cfg`.
 
   A `SampleConfig` gives `make_sample_fn` (S = num_samples samples); a
@@ -170,13 +181,14 @@ def make_decode_fn(decoder, cfg: SampleConfig | beam.BeamConfig,
   if isinstance(cfg, beam.BeamConfig):
     beam_fn = beam.make_beam_fn(decoder, cfg, prompt_len)
     return lambda params, inputs, rng: beam_fn(params, inputs)[0]
-  raise TypeError(f"decoding config must be a SampleConfig or a BeamConfig, "
-                  f"got {type(cfg).__name__}")
+  raise TypeError(
+    f"decoding config must be a SampleConfig or a BeamConfig, got {type(cfg).__name__}"
+  )
 
 
 def cut_at_stop(tokens, stop_id: int) -> list[list[int]]:
   """Host-side: each row of int [N, T] up to (excluding) its first stop_id."""
   out = []
   for row in jax.device_get(tokens).tolist():
-    out.append(row[:row.index(stop_id)] if stop_id in row else row)
+    out.append(row[: row.index(stop_id)] if stop_id in row else row)
   return out

@@ -27,15 +27,15 @@ from relations.commonsense.text import tokenizer as tokenizer_lib
 FIELDS = ("img_fn", "movie", "metadata_fn", "split", "place", "event")
 
 
-def file_name(split: str, num_samples: int = 5, top_k: int = 0,
-              top_p: float = 0.9, do_sample: bool = True) -> str:
+def file_name(
+  split: str, num_samples: int = 5, top_k: int = 0, top_p: float = 0.9, do_sample: bool = True
+) -> str:
   """Official name, e.g. `val_sample_1_num_5_top_k_0_top_p_0.9.json`.
 
   Beam search (`do_sample=False`) gives `val_sample_0_num_5_...`: the official
   script names the file by all its flags, used or not.
   """
-  return (f"{split}_sample_{int(do_sample)}_num_{num_samples}_top_k_{top_k}"
-          f"_top_p_{top_p}.json")
+  return f"{split}_sample_{int(do_sample)}_num_{num_samples}_top_k_{top_k}_top_p_{top_p}.json"
 
 
 def clean_line_breaks(text: str) -> str:
@@ -45,8 +45,9 @@ def clean_line_breaks(text: str) -> str:
   return text
 
 
-def record(example: dict, token_rows: Sequence[Sequence[int]],
-           tok: tokenizer_lib.VisualCometTokenizer) -> dict:
+def record(
+  example: dict, token_rows: Sequence[Sequence[int]], tok: tokenizer_lib.VisualCometTokenizer
+) -> dict:
   """One output record from a `generation` builder example and its samples.
 
   Args:
@@ -56,13 +57,14 @@ def record(example: dict, token_rows: Sequence[Sequence[int]],
     tok: the tokenizer.
   """
   name2person = records_lib.name2person_from_keys(
-      [io_util.as_str(k) for k in example["person_keys"]])
+    [io_util.as_str(k) for k in example["person_keys"]]
+  )
   out = {f: io_util.as_str(example[f]) for f in FIELDS}
   out["inference_relation"] = io_util.as_str(example["relation"])
   out["event_idx"] = int(example["event_idx"])
   out["generations"] = [
-      clean_line_breaks(tok.decode_generation(list(r), name2person))
-      for r in token_rows]
+    clean_line_breaks(tok.decode_generation(list(r), name2person)) for r in token_rows
+  ]
   return out
 
 

@@ -48,14 +48,14 @@ def nucleus_keep_unsorted(logits: jax.Array, top_p: float) -> jax.Array:
   patterns of non-negative float32 values (which order like the values).
   """
   probs = jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
-  bits = jax.lax.bitcast_convert_type(probs, jnp.int32)        # [N, V]
+  bits = jax.lax.bitcast_convert_type(probs, jnp.int32)  # [N, V]
 
-  def passes(b):                                               # b: [N, 1]
+  def passes(b):  # b: [N, 1]
     above = jnp.where(bits > b, probs, 0.0).sum(-1, keepdims=True)
     return above < top_p
 
   lo = jnp.zeros(probs.shape[:-1] + (1,), jnp.int32)
-  hi = bits.max(-1, keepdims=True)            # the most likely token passes
+  hi = bits.max(-1, keepdims=True)  # the most likely token passes
 
   def body(_, lohi):
     lo, hi = lohi
@@ -67,9 +67,15 @@ def nucleus_keep_unsorted(logits: jax.Array, top_p: float) -> jax.Array:
   return bits >= hi
 
 
-def sample(rng: jax.Array, logits: jax.Array, *, temperature: float = 1.0,
-           top_k: int = 0, top_p: float = 1.0,
-           nucleus: str = "threshold") -> jax.Array:
+def sample(
+  rng: jax.Array,
+  logits: jax.Array,
+  *,
+  temperature: float = 1.0,
+  top_k: int = 0,
+  top_p: float = 1.0,
+  nucleus: str = "threshold",
+) -> jax.Array:
   """Draws one token per row.
 
   Args:
@@ -100,8 +106,7 @@ def sample(rng: jax.Array, logits: jax.Array, *, temperature: float = 1.0,
     return jnp.take_along_axis(idx, choice[:, None], -1)[:, 0].astype(jnp.int32)
   if top_k == 0 and nucleus == "threshold":
     keep = nucleus_keep_unsorted(logits, top_p)
-    return jax.random.categorical(
-        rng, jnp.where(keep, logits, NEG_INF), axis=-1).astype(jnp.int32)
+    return jax.random.categorical(rng, jnp.where(keep, logits, NEG_INF), axis=-1).astype(jnp.int32)
   iota = jnp.broadcast_to(jnp.arange(v, dtype=jnp.int32), logits.shape)
   neg_sorted, order = jax.lax.sort((-logits, iota), dimension=-1, num_keys=1)
   sorted_logits = -neg_sorted
@@ -111,6 +116,5 @@ def sample(rng: jax.Array, logits: jax.Array, *, temperature: float = 1.0,
     sorted_logits = jnp.where(keep, sorted_logits, NEG_INF)
   if top_p < 1.0:
     keep &= nucleus_keep(sorted_logits, top_p)
-  choice = jax.random.categorical(
-      rng, jnp.where(keep, sorted_logits, NEG_INF), axis=-1)
+  choice = jax.random.categorical(rng, jnp.where(keep, sorted_logits, NEG_INF), axis=-1)
   return jnp.take_along_axis(order, choice[:, None], -1)[:, 0].astype(jnp.int32)

@@ -25,8 +25,9 @@ def ngram_counts(words: Sequence[str], n: int = 4) -> collections.Counter:
   """Counts of all 1..n-grams (as tuples) of a token list."""
   # Same keys and first-insertion order (orders 1..n, left to right) as
   # pycocoevalcap's precook; CIDEr's float sums depend on that order.
-  return collections.Counter(itertools.chain.from_iterable(
-      zip(*[words[j:] for j in range(k)]) for k in range(1, n + 1)))
+  return collections.Counter(
+    itertools.chain.from_iterable(zip(*[words[j:] for j in range(k)]) for k in range(1, n + 1))
+  )
 
 
 class _Counts(dict):
@@ -57,8 +58,9 @@ class _CookedRefs:
           maxcounts[ngram] = count
 
 
-def bleu_stats(hyp: str, refs: "_CookedRefs", n: int = 4,
-               counts: collections.Counter | None = None):
+def bleu_stats(
+  hyp: str, refs: "_CookedRefs", n: int = 4, counts: collections.Counter | None = None
+):
   """(testlen, closest reflen, guess[n], correct[n]) of one hypothesis."""
   if counts is None:
     counts = ngram_counts(hyp.split(), n)
@@ -73,8 +75,7 @@ def bleu_stats(hyp: str, refs: "_CookedRefs", n: int = 4,
   return testlen, reflen, guess, correct
 
 
-def corpus_bleu(hyps: Sequence[str], refs: Sequence[Sequence[str]],
-                n: int = 4) -> list[float]:
+def corpus_bleu(hyps: Sequence[str], refs: Sequence[Sequence[str]], n: int = 4) -> list[float]:
   """Corpus BLEU-1..n as pycocoevalcap ``Bleu(n).compute_score`` returns it.
 
   Args:
@@ -113,10 +114,10 @@ def corpus_bleu(hyps: Sequence[str], refs: Sequence[Sequence[str]],
       correct_sum[k] += correct[k]
   # Same expression order as bleu_scorer.BleuScorer.compute_score.
   bleus = []
-  bleu = 1.
+  bleu = 1.0
   for k in range(n):
     bleu *= float(correct_sum[k] + _TINY) / (guess_sum[k] + _SMALL)
-    bleus.append(bleu ** (1. / (k + 1)))
+    bleus.append(bleu ** (1.0 / (k + 1)))
   ratio = (testlen_sum + _TINY) / (reflen_sum + _SMALL)
   if ratio < 1:
     for k in range(n):

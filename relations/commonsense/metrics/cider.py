@@ -63,13 +63,14 @@ def _sim(hyp, ref, n, penalty):
         acc += (value if value <= r else r) * r
       # else: upstream adds min(value, 0.0) * 0.0 == +0.0, a no-op.
     if (norm_hyp[k] != 0) and (norm_ref[k] != 0):
-      acc /= (norm_hyp[k] * norm_ref[k])
+      acc /= norm_hyp[k] * norm_ref[k]
     val[k] = acc * pen
   return val
 
 
-def corpus_cider(hyps: Sequence[str], refs: Sequence[Sequence[str]],
-                 n: int = 4, sigma: float = 6.0):
+def corpus_cider(
+  hyps: Sequence[str], refs: Sequence[Sequence[str]], n: int = 4, sigma: float = 6.0
+):
   """CIDEr-D as pycocoevalcap ``Cider().compute_score`` returns it.
 
   Args:
@@ -114,9 +115,9 @@ def corpus_cider(hyps: Sequence[str], refs: Sequence[Sequence[str]],
   def vec_of(sentence):
     v = vec_cache.get(sentence)
     if v is None:
-      v = vec_cache[sentence] = _to_vec(counts_of(sentence),
-                                        document_frequency, ref_len, n,
-                                        log_cache)
+      v = vec_cache[sentence] = _to_vec(
+        counts_of(sentence), document_frequency, ref_len, n, log_cache
+      )
     return v
 
   penalties = {}
@@ -125,7 +126,7 @@ def corpus_cider(hyps: Sequence[str], refs: Sequence[Sequence[str]],
     p = penalties.get(diff)
     if p is None:
       delta = float(diff)
-      p = penalties[diff] = np.e**(-(delta**2) / (2 * sigma**2))
+      p = penalties[diff] = np.e ** (-(delta**2) / (2 * sigma**2))
     return p
 
   # Sums of the per-reference similarities of each distinct pair, then the

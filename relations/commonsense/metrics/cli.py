@@ -16,17 +16,31 @@ import sys
 from relations import cli_errors
 from relations.commonsense.metrics import java as java_lib
 from relations.commonsense.metrics import protocol
-from relations.io_util import write_json_atomic# pylint: disable=unused-import  (re-exported)
+from relations.io_util import write_json_atomic  # pylint: disable=unused-import  (re-exported)
 
-_ORDER = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "CIDEr", "Unique",
-          "Novel", "Novel_normalised", "DIV1_set", "DIV2_set", "DIV1_corpus",
-          "DIV2_corpus")
-_NOTES = {"Novel": "official (asymmetric: raw training sentences)",
-          "Novel_normalised": "NOT official: training sentences PTB-tokenised",
-          "DIV1_set": "distinct-1 within each (event, relation), mean",
-          "DIV2_set": "distinct-2 within each (event, relation), mean",
-          "DIV1_corpus": "distinct-1 over all generations",
-          "DIV2_corpus": "distinct-2 over all generations"}
+_ORDER = (
+  "Bleu_1",
+  "Bleu_2",
+  "Bleu_3",
+  "Bleu_4",
+  "METEOR",
+  "CIDEr",
+  "Unique",
+  "Novel",
+  "Novel_normalised",
+  "DIV1_set",
+  "DIV2_set",
+  "DIV1_corpus",
+  "DIV2_corpus",
+)
+_NOTES = {
+  "Novel": "official (asymmetric: raw training sentences)",
+  "Novel_normalised": "NOT official: training sentences PTB-tokenised",
+  "DIV1_set": "distinct-1 within each (event, relation), mean",
+  "DIV2_set": "distinct-2 within each (event, relation), mean",
+  "DIV1_corpus": "distinct-1 over all generations",
+  "DIV2_corpus": "distinct-2 over all generations",
+}
 
 
 def load_json(path: str, what: str):
@@ -49,29 +63,37 @@ def check_annotations(records, path: str, what: str, need_sentences: bool) -> No
   """
   if not isinstance(records, list):
     raise cli_errors.InputError(
-        f"expected a JSON list of event records (as in the released {what} files), got a "
-        f"JSON {type(records).__name__.replace('dict', 'object').replace('str', 'string')}",
-        file=path)
+      f"expected a JSON list of event records (as in the released {what} files), got a "
+      f"JSON {type(records).__name__.replace('dict', 'object').replace('str', 'string')}",
+      file=path,
+    )
   if not records:
-    raise cli_errors.InputError(f"empty list; expected the event records of a VisualCOMET {what} "
-                                "file", file=path)
+    raise cli_errors.InputError(
+      f"empty list; expected the event records of a VisualCOMET {what} file", file=path
+    )
   sentences = 0
   for i, rec in enumerate(records):
     if not isinstance(rec, dict):
       raise cli_errors.InputError(
-          f"expected an event record (object with intent / before / after lists), got "
-          f"{type(rec).__name__}: {str(rec)[:40]!r}", file=path, record=f"record {i}")
+        f"expected an event record (object with intent / before / after lists), got "
+        f"{type(rec).__name__}: {str(rec)[:40]!r}",
+        file=path,
+        record=f"record {i}",
+      )
     for rel in protocol.RELATIONS:
       if rel in rec:
         sents = rec[rel]
         if not isinstance(sents, list) or not all(isinstance(x, str) for x in sents):
-          raise cli_errors.InputError("expected a list of strings", file=path,
-                                      record=f"record {i}", field=rel)
+          raise cli_errors.InputError(
+            "expected a list of strings", file=path, record=f"record {i}", field=rel
+          )
         sentences += len(sents)
   if need_sentences and not sentences:
     raise cli_errors.InputError(
-        f"no intent / before / after sentence in {len(records)} records; expected the "
-        f"{what} of VisualCOMET (needed for Novel)", file=path)
+      f"no intent / before / after sentence in {len(records)} records; expected the "
+      f"{what} of VisualCOMET (needed for Novel)",
+      file=path,
+    )
 
 
 def format_table(metrics: dict) -> str:
@@ -82,14 +104,14 @@ def format_table(metrics: dict) -> str:
       continue
     value = metrics[key]
     if value is None:
-      lines.append(f"{key:<18}{'n/a':>12}{'':>10}  "
-                   f"{metrics.get('errors', {}).get(key, '')}")
+      lines.append(f"{key:<18}{'n/a':>12}{'':>10}  {metrics.get('errors', {}).get(key, '')}")
     else:
-      lines.append(f"{key:<18}{value:>12.6f}{100 * value:>10.2f}  "
-                   f"{_NOTES.get(key, '')}")
-  lines.append(f"hypotheses: {metrics['num_hypotheses']}  scored (event, "
-               f"relation) pairs: {metrics['num_scored_pairs']}  skipped "
-               f"(empty references): {metrics['num_skipped_pairs']}")
+      lines.append(f"{key:<18}{value:>12.6f}{100 * value:>10.2f}  {_NOTES.get(key, '')}")
+  lines.append(
+    f"hypotheses: {metrics['num_hypotheses']}  scored (event, "
+    f"relation) pairs: {metrics['num_scored_pairs']}  skipped "
+    f"(empty references): {metrics['num_skipped_pairs']}"
+  )
   return "\n".join(lines)
 
 
@@ -103,42 +125,63 @@ def main(argv=None) -> int:
 def run(argv=None) -> dict:
   """Parses `argv`, scores, prints the table; returns the metrics dict."""
   parser = cli_errors.ArgumentParser(
-      prog="python -m relations.evaluate commonsense",
-      description="VisualCOMET generation metrics (official protocol).")
-  parser.add_argument("--annotations", required=True, type=cli_errors.existing_file,
-                      help="reference annotations, e.g. val_annots.json")
-  parser.add_argument("--generations", required=True, type=cli_errors.existing_file,
-                      help="official generation output JSON")
-  parser.add_argument("--train-annotations", default=None, type=cli_errors.existing_file,
-                      help="train_annots.json; enables Novel")
-  parser.add_argument("--output", default=None, type=cli_errors.output_file,
-                      help="metrics JSON to write")
-  parser.add_argument("--no-meteor", action="store_true",
-                      help="skip METEOR (the only metric always needing Java; the official "
-                      "PTB tokenisation still runs Java for captions its pure-Python path "
-                      "does not cover)")
+    prog="python -m relations.evaluate commonsense",
+    description="VisualCOMET generation metrics (official protocol).",
+  )
+  parser.add_argument(
+    "--annotations",
+    required=True,
+    type=cli_errors.existing_file,
+    help="reference annotations, e.g. val_annots.json",
+  )
+  parser.add_argument(
+    "--generations",
+    required=True,
+    type=cli_errors.existing_file,
+    help="official generation output JSON",
+  )
+  parser.add_argument(
+    "--train-annotations",
+    default=None,
+    type=cli_errors.existing_file,
+    help="train_annots.json; enables Novel",
+  )
+  parser.add_argument(
+    "--output", default=None, type=cli_errors.output_file, help="metrics JSON to write"
+  )
+  parser.add_argument(
+    "--no-meteor",
+    action="store_true",
+    help="skip METEOR (the only metric always needing Java; the official "
+    "PTB tokenisation still runs Java for captions its pure-Python path "
+    "does not cover)",
+  )
   parser.add_argument("--meteor-workers", type=cli_errors.int_in(1, 256), default=None)
   args = parser.parse_args(argv)
 
   annotations = load_json(args.annotations, "annotations")
   generations = load_json(args.generations, "generations")
-  train = (load_json(args.train_annotations, "train annotations")
-           if args.train_annotations else None)
+  train = load_json(args.train_annotations, "train annotations") if args.train_annotations else None
   check_annotations(annotations, args.annotations, "annotations", need_sentences=False)
   if train is not None:
-    check_annotations(train, args.train_annotations, "train annotations",
-                      need_sentences=True)
+    check_annotations(train, args.train_annotations, "train annotations", need_sentences=True)
   try:
     metrics = protocol.score_generations(
-        annotations, generations, train, meteor=not args.no_meteor,
-        meteor_workers=args.meteor_workers, gens_name=args.generations,
-        annots_name=args.annotations)
+      annotations,
+      generations,
+      train,
+      meteor=not args.no_meteor,
+      meteor_workers=args.meteor_workers,
+      gens_name=args.generations,
+      annots_name=args.annotations,
+    )
   except protocol.ProtocolError as e:
     raise cli_errors.InputError(str(e)) from None
   except java_lib.JavaNotFoundError as e:
     raise cli_errors.InputError(
-        f"{e} (--no-meteor skips only METEOR; the official PTB tokenisation, used by every "
-        "metric, runs the Stanford CoreNLP jar for these captions)") from None
+      f"{e} (--no-meteor skips only METEOR; the official PTB tokenisation, used by every "
+      "metric, runs the Stanford CoreNLP jar for these captions)"
+    ) from None
   print(format_table(metrics))
   if args.output:
     write_json_atomic(args.output, metrics)

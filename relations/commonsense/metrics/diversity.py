@@ -35,8 +35,7 @@ import numpy as np
 def use_same_id(sent: str) -> str:
   """Official person-tag normalisation (every digit token becomes "1")."""
   r_sent = sent.replace("'", " '")
-  r_sent = " ".join(g if not g.isdigit() else "1"
-                    for g in r_sent.split()).strip()
+  r_sent = " ".join(g if not g.isdigit() else "1" for g in r_sent.split()).strip()
   return r_sent.replace(" '", "'")
 
 
@@ -69,18 +68,19 @@ def train_sentences(train_annotations: Sequence[dict]) -> list[str]:
       if rel in record:
         sents = record[rel]
         if not isinstance(sents, list):
-          raise ValueError(f"training record {i}: field {rel!r} must be a "
-                           f"list of strings, got {type(sents).__name__}")
+          raise ValueError(
+            f"training record {i}: field {rel!r} must be a "
+            f"list of strings, got {type(sents).__name__}"
+          )
         out.extend(sents)
   return out
 
 
 def _ngrams(words, n):
-  return [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
+  return [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
 
 
-def distinct_n(sentences: Sequence[str], n: int,
-               _grams: dict | None = None) -> float | None:
+def distinct_n(sentences: Sequence[str], n: int, _grams: dict | None = None) -> float | None:
   """Distinct n-grams / total n-grams over `sentences`; None if no n-grams."""
   if _grams is None:
     _grams = {}
@@ -106,8 +106,7 @@ def div_scores(groups: Sequence[Sequence[str]]) -> dict[str, float]:
   pooled = [s for g in groups for s in g]
   for n in (1, 2):
     grams = {}  # Sentence -> its n-grams, computed once per distinct one.
-    per_group = [d for d in (distinct_n(g, n, grams) for g in groups)
-                 if d is not None]
+    per_group = [d for d in (distinct_n(g, n, grams) for g in groups) if d is not None]
     out[f"DIV{n}_set"] = float(np.mean(per_group)) if per_group else 0.0
     corpus = distinct_n(pooled, n, grams)
     out[f"DIV{n}_corpus"] = corpus if corpus is not None else 0.0

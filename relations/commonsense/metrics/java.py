@@ -24,9 +24,10 @@ def java_executable(purpose: str) -> str:
   java = shutil.which("java")
   if java is None:
     raise JavaNotFoundError(
-        f"{purpose} needs Java (OpenJDK 11 or 17 works), but no `java` "
-        "executable is on PATH. Install a JRE (e.g. `apt-get install "
-        "openjdk-17-jre-headless`) and retry.")
+      f"{purpose} needs Java (OpenJDK 11 or 17 works), but no `java` "
+      "executable is on PATH. Install a JRE (e.g. `apt-get install "
+      "openjdk-17-jre-headless`) and retry."
+    )
   return java
 
 
@@ -40,9 +41,10 @@ def pycocoevalcap_dir() -> str:
   spec = importlib.util.find_spec("pycocoevalcap")
   if spec is None or not spec.submodule_search_locations:
     raise FileNotFoundError(
-        "pycocoevalcap==1.2 is not installed; it ships the Stanford "
-        "PTBTokenizer and METEOR 1.5 jars the official metrics need "
-        f"(`pip install pycocoevalcap==1.2`, or set ${ENV_DIR}).")
+      "pycocoevalcap==1.2 is not installed; it ships the Stanford "
+      "PTBTokenizer and METEOR 1.5 jars the official metrics need "
+      f"(`pip install pycocoevalcap==1.2`, or set ${ENV_DIR})."
+    )
   return list(spec.submodule_search_locations)[0]
 
 
@@ -54,11 +56,9 @@ def _existing(path: str) -> str:
 
 def corenlp_jar() -> str:
   """Path of stanford-corenlp-3.4.1.jar."""
-  return _existing(os.path.join(pycocoevalcap_dir(), "tokenizer",
-                                "stanford-corenlp-3.4.1.jar"))
+  return _existing(os.path.join(pycocoevalcap_dir(), "tokenizer", "stanford-corenlp-3.4.1.jar"))
 
 
 def meteor_jar() -> str:
   """Path of meteor-1.5.jar (its data/paraphrase-en.gz lies next to it)."""
-  return _existing(os.path.join(pycocoevalcap_dir(), "meteor",
-                                "meteor-1.5.jar"))
+  return _existing(os.path.join(pycocoevalcap_dir(), "meteor", "meteor-1.5.jar"))

@@ -99,8 +99,7 @@ def aggregate_stats(stats_lines: Sequence[str]) -> str | None:
       values.append(int(v))
     test_matches = sum(values[4 + 4 * i] + values[6 + 4 * i] for i in range(4))
     ref_matches = sum(values[5 + 4 * i] + values[7 + 4 * i] for i in range(4))
-    if (test_matches == values[0] and ref_matches == values[1] and
-        values[_CHUNKS] == 1):
+    if test_matches == values[0] and ref_matches == values[1] and values[_CHUNKS] == 1:
       values[_CHUNKS] = 0  # addStats skips the chunk of a perfect match.
     for k in range(_NUM_STATS):
       total[k] += count * values[k]
@@ -153,8 +152,7 @@ def prenormalise(segment: str) -> str | None:
   return " ".join(out)
 
 
-def prenormalised_line(hyp: str, refs: Sequence[str],
-                       cache: dict | None = None) -> str | None:
+def prenormalised_line(hyp: str, refs: Sequence[str], cache: dict | None = None) -> str | None:
   """score_line(hyp, refs) with normalised segments, or None (see above).
 
   `cache` (segment -> prenormalise(segment)) saves work on references,
@@ -176,16 +174,26 @@ def prenormalised_line(hyp: str, refs: Sequence[str],
 class _Worker:
   """One METEOR process in -stdio mode."""
 
-  def __init__(self, java: str, jar: str, paraphrase_file: str | None,
-               synonym_dir: str | None = None, mode: str = _NORM):
+  def __init__(
+    self,
+    java: str,
+    jar: str,
+    paraphrase_file: str | None,
+    synonym_dir: str | None = None,
+    mode: str = _NORM,
+  ):
     cmd = [java, *_JVM_FLAGS, "-jar", "-Xmx2G", jar, *_METEOR_ARGS, mode]
     if paraphrase_file is not None:
       cmd += ["-a", paraphrase_file]
     if synonym_dir is not None:
       cmd += ["-d", synonym_dir]
     self.proc = subprocess.Popen(
-        cmd, cwd=os.path.dirname(jar), stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+      cmd,
+      cwd=os.path.dirname(jar),
+      stdin=subprocess.PIPE,
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+    )
 
   def query(self, lines: Sequence[str], n_out: int) -> list[str]:
     """Writes `lines` (streamed by a thread) and reads `n_out` answers."""
@@ -194,7 +202,7 @@ class _Worker:
     def write():
       try:
         for start in range(0, len(lines), 512):
-          chunk = "".join(l + "\n" for l in lines[start:start + 512])
+          chunk = "".join(l + "\n" for l in lines[start : start + 512])
           self.proc.stdin.write(chunk.encode())
         self.proc.stdin.flush()
       except (BrokenPipeError, OSError) as e:  # Reported below.
@@ -210,8 +218,8 @@ class _Worker:
     line = self.proc.stdout.readline()
     if not line:
       raise RuntimeError(
-          "METEOR process ended early: "
-          + self.proc.stderr.read().decode()[-2000:] + repr(error))
+        "METEOR process ended early: " + self.proc.stderr.read().decode()[-2000:] + repr(error)
+      )
     return line.decode().strip()
 
   def stream(self, claim, results: list) -> None:
@@ -287,13 +295,18 @@ class CorpusMeteor:
   statistics and returns the corpus score.  Arguments as corpus_meteor.
   """
 
-  def __init__(self, hyps: Sequence[str], refs: Sequence[Sequence[str]],
-               workers: int | None = None, filter_paraphrases: bool = True,
-               full_eval: bool = False, filter_synonyms: bool = True,
-               prenormalise_ok: bool = True):
+  def __init__(
+    self,
+    hyps: Sequence[str],
+    refs: Sequence[Sequence[str]],
+    workers: int | None = None,
+    filter_paraphrases: bool = True,
+    full_eval: bool = False,
+    filter_synonyms: bool = True,
+    prenormalise_ok: bool = True,
+  ):
     if len(hyps) != len(refs):
-      raise ValueError(
-          f"{len(hyps)} hypotheses but {len(refs)} reference lists")
+      raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} reference lists")
     if not hyps:
       raise ValueError("no items to score")
     java = java_lib.java_executable(f"METEOR 1.5 ({len(hyps)} hypotheses)")
@@ -311,8 +324,7 @@ class CorpusMeteor:
     self._sent = {_NORM: [], _LOWER: []}  # Original lines, in send order.
     cache = {}
     for line, i in first.items():
-      norm = (prenormalised_line(hyps[i], refs[i], cache) if prenormalise_ok
-              else None)
+      norm = prenormalised_line(hyps[i], refs[i], cache) if prenormalise_ok else None
       mode = _NORM if norm is None else _LOWER
       send[mode].append(line if norm is None else norm)
       self._sent[mode].append(line)
@@ -328,16 +340,14 @@ class CorpusMeteor:
     try:
       paraphrase_file = None
       if filter_paraphrases:
-        paraphrase_file = os.path.join(self._tmp_dir,
-                                       "paraphrase-filtered.gz")
+        paraphrase_file = os.path.join(self._tmp_dir, "paraphrase-filtered.gz")
         paraphrase.load_index().filter(unique, paraphrase_file)
       synonym_dir = None
       if filter_synonyms:
         synonym_dir = os.path.join(self._tmp_dir, "synonyms")
         paraphrase.load_synonyms(jar).filter(unique, synonym_dir)
       for mode, n_procs in counts.items():
-        procs = [_Worker(java, jar, paraphrase_file, synonym_dir, mode)
-                 for _ in range(n_procs)]
+        procs = [_Worker(java, jar, paraphrase_file, synonym_dir, mode) for _ in range(n_procs)]
         self._procs += procs
         self._results[mode] = self._start(procs, send[mode])
     except BaseException:
@@ -364,7 +374,7 @@ class CorpusMeteor:
         start = next(pending, None)
       if start is None:
         return None
-      return start // size, lines[start:start + size]
+      return start // size, lines[start : start + size]
 
     def run(proc):
       try:
@@ -407,12 +417,15 @@ class CorpusMeteor:
     shutil.rmtree(self._tmp_dir, ignore_errors=True)
 
 
-def corpus_meteor(hyps: Sequence[str], refs: Sequence[Sequence[str]],
-                  workers: int | None = None,
-                  filter_paraphrases: bool = True,
-                  full_eval: bool = False,
-                  filter_synonyms: bool = True,
-                  prenormalise_ok: bool = True) -> float:
+def corpus_meteor(
+  hyps: Sequence[str],
+  refs: Sequence[Sequence[str]],
+  workers: int | None = None,
+  filter_paraphrases: bool = True,
+  full_eval: bool = False,
+  filter_synonyms: bool = True,
+  prenormalise_ok: bool = True,
+) -> float:
   """Corpus METEOR as pycocoevalcap ``Meteor().compute_score`` returns it.
 
   Args:
@@ -438,5 +451,6 @@ def corpus_meteor(hyps: Sequence[str], refs: Sequence[Sequence[str]],
   Raises:
     java.JavaNotFoundError: no `java` on PATH.
   """
-  return CorpusMeteor(hyps, refs, workers, filter_paraphrases, full_eval,
-                      filter_synonyms, prenormalise_ok).result()
+  return CorpusMeteor(
+    hyps, refs, workers, filter_paraphrases, full_eval, filter_synonyms, prenormalise_ok
+  ).result()

@@ -40,26 +40,34 @@ import numpy as np
 from relations.commonsense.metrics import java as java_lib
 
 # The alnum class of edu/cmu/meteor/util/Normalizer.java.
-ALNUM = re.compile("[0-9A-Za-z\u0160\u017d\u0161\u017e\u0178\u00c0-\u00d6"
-                   "\u00d8-\u00f6\u00f8-\u017e\u0400-\u04ff\u0500-\u0527"
-                   "\ua640-\ua66e\ua67e-\ua697\u1d00-\u1d7f]+")
+ALNUM = re.compile(
+  "[0-9A-Za-z\u0160\u017d\u0161\u017e\u0178\u00c0-\u00d6"
+  "\u00d8-\u00f6\u00f8-\u017e\u0400-\u04ff\u0500-\u0527"
+  "\ua640-\ua66e\ua67e-\ua697\u1d00-\u1d7f]+"
+)
 _VERSION = "2"
 _ODD_WHITESPACE = re.compile(r"[^\S \t\n\f]|\r")
 
 
 def default_table() -> str:
-  return os.path.join(os.path.dirname(java_lib.meteor_jar()), "data",
-                      "paraphrase-en.gz")
+  return os.path.join(os.path.dirname(java_lib.meteor_jar()), "data", "paraphrase-en.gz")
 
 
 def cache_root() -> str:
-  return os.environ.get("RELATIONS_CACHE_DIR",
-                        os.path.join(os.path.expanduser("~"), ".cache",
-                                     "relations"))
+  return os.environ.get(
+    "RELATIONS_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "relations")
+  )
 
 
-_ARRAYS = ("tokens", "offsets", "run_ids", "run_offsets", "witness_offsets",
-           "witness_entries", "runless_entries")
+_ARRAYS = (
+  "tokens",
+  "offsets",
+  "run_ids",
+  "run_offsets",
+  "witness_offsets",
+  "witness_entries",
+  "runless_entries",
+)
 
 
 class ParaphraseIndex:
@@ -77,8 +85,7 @@ class ParaphraseIndex:
 
   def __init__(self, directory: str):
     for name in _ARRAYS:
-      setattr(self, name,
-              np.load(os.path.join(directory, name + ".npy"), mmap_mode="r"))
+      setattr(self, name, np.load(os.path.join(directory, name + ".npy"), mmap_mode="r"))
     # tokens [T] word ids, entries back to back; offsets [2E+1]: entry e's
     # reference phrase is tokens[o[2e]:o[2e+1]], its paraphrase
     # tokens[o[2e+1]:o[2e+2]]; run_ids/run_offsets: the ALNUM runs of each
@@ -101,8 +108,7 @@ class ParaphraseIndex:
     # holds no '\r' and no other whitespace.
     odd = _ODD_WHITESPACE.search(text)
     if odd:
-      raise ValueError(f"{table}: unsupported whitespace {odd.group()!r} at "
-                       f"offset {odd.start()}")
+      raise ValueError(f"{table}: unsupported whitespace {odd.group()!r} at offset {odd.start()}")
     lines = text.split("\n")
     del text
     if lines and lines[-1] == "":
@@ -119,13 +125,16 @@ class ParaphraseIndex:
     for w in words:
       run_ids.extend(rget(r, len(runs)) for r in ALNUM.findall(w))
       run_offsets.append(len(run_ids))
-    arrays = {"tokens": np.array(tokens, np.int32),
-              "offsets": np.array(offsets, np.int64),
-              "run_ids": np.array(run_ids, np.int32),
-              "run_offsets": np.array(run_offsets, np.int64)}
+    arrays = {
+      "tokens": np.array(tokens, np.int32),
+      "offsets": np.array(offsets, np.int64),
+      "run_ids": np.array(run_ids, np.int32),
+      "run_offsets": np.array(run_offsets, np.int64),
+    }
     del tokens, offsets
-    arrays.update(_witnesses(arrays["tokens"], arrays["offsets"],
-                             np.diff(arrays["run_offsets"]) > 0))
+    arrays.update(
+      _witnesses(arrays["tokens"], arrays["offsets"], np.diff(arrays["run_offsets"]) > 0)
+    )
     parent = os.path.dirname(directory)
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".tmp_", dir=parent)
@@ -156,8 +165,8 @@ class ParaphraseIndex:
     wo = self.witness_offsets
     words = np.nonzero(good & (wo[1:] > wo[:-1]))[0]
     cand = np.concatenate(
-        [self.witness_entries[wo[w]:wo[w + 1]] for w in words.tolist()] +
-        [np.zeros(0, np.int64)]).astype(np.int64)
+      [self.witness_entries[wo[w] : wo[w + 1]] for w in words.tolist()] + [np.zeros(0, np.int64)]
+    ).astype(np.int64)
     if len(cand):
       starts = self.offsets[2 * cand]
       lengths = self.offsets[2 * cand + 2] - starts
@@ -180,9 +189,13 @@ class ParaphraseIndex:
     parts = []
     for e in keep.tolist():
       a, b, c = offsets[2 * e], offsets[2 * e + 1], offsets[2 * e + 2]
-      parts.append("0\n" + " ".join(vocab[t] for t in tokens[a:b].tolist())
-                   + "\n" + " ".join(vocab[t] for t in tokens[b:c].tolist())
-                   + "\n")
+      parts.append(
+        "0\n"
+        + " ".join(vocab[t] for t in tokens[a:b].tolist())
+        + "\n"
+        + " ".join(vocab[t] for t in tokens[b:c].tolist())
+        + "\n"
+      )
     with gzip.open(out_path, "wt", encoding="utf-8", compresslevel=1) as f:
       f.write("".join(parts))
     return len(keep)
@@ -215,15 +228,15 @@ def text_runs(texts: Iterable[str]) -> set[str]:
   return out
 
 
-def _all_ok(run_ok: np.ndarray, run_ids: np.ndarray,
-            run_offsets: np.ndarray) -> np.ndarray:
+def _all_ok(run_ok: np.ndarray, run_ids: np.ndarray, run_offsets: np.ndarray) -> np.ndarray:
   """[V] bool: all runs run_ids[run_offsets[v]:run_offsets[v+1]] are ok."""
   bad_runs = np.concatenate([[0], np.cumsum(~run_ok[run_ids])])
   return bad_runs[run_offsets[1:]] == bad_runs[run_offsets[:-1]]
 
 
-def _witnesses(tokens: np.ndarray, offsets: np.ndarray,
-               has_runs: np.ndarray) -> dict[str, np.ndarray]:
+def _witnesses(
+  tokens: np.ndarray, offsets: np.ndarray, has_runs: np.ndarray
+) -> dict[str, np.ndarray]:
   """Files every entry under its witness word (see ParaphraseIndex)."""
   num_words = len(has_runs)
   num_entries = (len(offsets) - 1) // 2
@@ -241,19 +254,38 @@ def _witnesses(tokens: np.ndarray, offsets: np.ndarray,
   entries = np.nonzero(~runless)[0]
   order = np.argsort(witness[entries], kind="stable")
   counts = np.bincount(witness[entries], minlength=num_words)
-  return {"witness_entries": entries[order].astype(np.int64),
-          "witness_offsets": np.concatenate([[0], np.cumsum(counts)]),
-          "runless_entries": np.nonzero(runless)[0].astype(np.int64)}
+  return {
+    "witness_entries": entries[order].astype(np.int64),
+    "witness_offsets": np.concatenate([[0], np.cumsum(counts)]),
+    "runless_entries": np.nonzero(runless)[0].astype(np.int64),
+  }
 
 
 # Synonyms ---------------------------------------------------------------
 
 # SynonymDictionary.morph's (suffix, replacement) rules (meteor-1.5.jar).
-_MORPH = (("s", ""), ("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch"),
-          ("shes", "sh"), ("men", "man"), ("ies", "y"), ("s", ""),
-          ("ies", "y"), ("es", "e"), ("es", ""), ("ed", "e"), ("ed", ""),
-          ("ing", "e"), ("ing", ""), ("er", ""), ("est", ""), ("er", "e"),
-          ("est", "e"))
+_MORPH = (
+  ("s", ""),
+  ("ses", "s"),
+  ("xes", "x"),
+  ("zes", "z"),
+  ("ches", "ch"),
+  ("shes", "sh"),
+  ("men", "man"),
+  ("ies", "y"),
+  ("s", ""),
+  ("ies", "y"),
+  ("es", "e"),
+  ("es", ""),
+  ("ed", "e"),
+  ("ed", ""),
+  ("ing", "e"),
+  ("ing", ""),
+  ("er", ""),
+  ("est", ""),
+  ("er", "e"),
+  ("est", "e"),
+)
 _SYN_LANG = "english"
 
 
@@ -284,15 +316,13 @@ class SynonymIndex:
   def __init__(self, directory: str):
     self.directory = directory
     self.key_run_ids = np.load(os.path.join(directory, "key_run_ids.npy"))
-    self.key_run_offsets = np.load(
-        os.path.join(directory, "key_run_offsets.npy"))
+    self.key_run_offsets = np.load(os.path.join(directory, "key_run_offsets.npy"))
     self.pair_offsets = np.load(os.path.join(directory, "pair_offsets.npy"))
     with open(os.path.join(directory, "synsets"), "rb") as f:
       self.synsets = f.read()
     with open(os.path.join(directory, "runs.txt"), encoding="utf-8") as f:
       self.runs = {r: i for i, r in enumerate(f.read().split("\n"))}
-    with open(os.path.join(directory, "exceptions.json"),
-              encoding="utf-8") as f:
+    with open(os.path.join(directory, "exceptions.json"), encoding="utf-8") as f:
       self.exceptions = json.load(f)
 
   @classmethod
@@ -311,8 +341,7 @@ class SynonymIndex:
     keys = lines[0::2]
     pair_offsets = [0]
     for k in range(0, len(lines) - 1, 2):
-      pair_offsets.append(pair_offsets[-1] + len(lines[k]) +
-                          len(lines[k + 1]) + 2)
+      pair_offsets.append(pair_offsets[-1] + len(lines[k]) + len(lines[k + 1]) + 2)
     runs, run_ids, run_offsets = {}, [], [0]
     for key in keys:
       run_ids.extend(runs.setdefault(r, len(runs)) for r in ALNUM.findall(key))
@@ -324,24 +353,21 @@ class SynonymIndex:
     entries = []
     for k in range(0, len(exc_lines) - 1, 2):
       base, forms = exc_lines[k], exc_lines[k + 1]
-      entries.append([base, forms, [ALNUM.findall(f) for f in forms.split()],
-                      pairs_of.get(base, [])])
+      entries.append(
+        [base, forms, [ALNUM.findall(f) for f in forms.split()], pairs_of.get(base, [])]
+      )
     parent = os.path.dirname(directory)
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".tmp_", dir=parent)
     try:
-      np.save(os.path.join(tmp, "key_run_ids.npy"),
-              np.array(run_ids, np.int32))
-      np.save(os.path.join(tmp, "key_run_offsets.npy"),
-              np.array(run_offsets, np.int64))
-      np.save(os.path.join(tmp, "pair_offsets.npy"),
-              np.array(pair_offsets, np.int64))
+      np.save(os.path.join(tmp, "key_run_ids.npy"), np.array(run_ids, np.int32))
+      np.save(os.path.join(tmp, "key_run_offsets.npy"), np.array(run_offsets, np.int64))
+      np.save(os.path.join(tmp, "pair_offsets.npy"), np.array(pair_offsets, np.int64))
       with open(os.path.join(tmp, "synsets"), "wb") as f:
         f.write(synsets)
       with open(os.path.join(tmp, "runs.txt"), "w", encoding="utf-8") as f:
         f.write("\n".join(runs))
-      with open(os.path.join(tmp, "exceptions.json"), "w",
-                encoding="utf-8") as f:
+      with open(os.path.join(tmp, "exceptions.json"), "w", encoding="utf-8") as f:
         json.dump(entries, f)
       _publish(tmp, directory)
     except BaseException:
@@ -368,12 +394,11 @@ class SynonymIndex:
         keep_pair[base_pairs] = True
     kept = np.nonzero(keep_pair)[0]
     o = self.pair_offsets
-    syn = b"".join(self.synsets[o[i]:o[i + 1]] for i in kept.tolist())
+    syn = b"".join(self.synsets[o[i] : o[i + 1]] for i in kept.tolist())
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, f"{_SYN_LANG}.synsets"), "wb") as f:
       f.write(syn)
-    with open(os.path.join(out_dir, f"{_SYN_LANG}.exceptions"), "w",
-              encoding="utf-8") as f:
+    with open(os.path.join(out_dir, f"{_SYN_LANG}.exceptions"), "w", encoding="utf-8") as f:
       f.write("".join(exc_parts))
     # Never read by METEOR 1.5, but its URL is built.
     open(os.path.join(out_dir, f"{_SYN_LANG}.relations"), "wb").close()
@@ -386,7 +411,7 @@ def _tail_runs(runs: Iterable[str]) -> set[str]:
   for r in runs:
     for suffix, replacement in _MORPH:
       if r.endswith(suffix):
-        tail = r[:len(r) - len(suffix)] + replacement
+        tail = r[: len(r) - len(suffix)] + replacement
         out.add(tail)
         out.add(tail + "ful")
     if r.endswith("ful"):
@@ -424,8 +449,7 @@ def clear_loaded() -> None:
 def load_synonyms(jar: str | None = None) -> SynonymIndex:
   """The (cached) synonym index of `jar`, building it on first use."""
   jar = jar or java_lib.meteor_jar()
-  directory = os.path.join(cache_root(),
-                           f"meteor_synonyms_v{_VERSION}_{content_key(jar)}")
+  directory = os.path.join(cache_root(), f"meteor_synonyms_v{_VERSION}_{content_key(jar)}")
   if directory not in _INDEX:
     if not os.path.isfile(os.path.join(directory, "exceptions.json")):
       SynonymIndex.build(jar, directory)
@@ -436,8 +460,7 @@ def load_synonyms(jar: str | None = None) -> SynonymIndex:
 def load_index(table: str | None = None) -> ParaphraseIndex:
   """The (cached) index of `table`, building it on first use."""
   table = table or default_table()
-  directory = os.path.join(
-      cache_root(), f"meteor_paraphrase_v{_VERSION}_{content_key(table)}")
+  directory = os.path.join(cache_root(), f"meteor_paraphrase_v{_VERSION}_{content_key(table)}")
   if directory not in _INDEX:
     if not os.path.isfile(os.path.join(directory, "vocab.txt")):
       ParaphraseIndex.build(table, directory)

@@ -40,9 +40,12 @@ class ProtocolError(ValueError):
   """Malformed annotations or generations (names the record and field)."""
 
 
-def collect_items(annotations: Sequence[dict], generations: Sequence[dict],
-                  gens_name: str = "generations",
-                  annots_name: str = "annotations"):
+def collect_items(
+  annotations: Sequence[dict],
+  generations: Sequence[dict],
+  gens_name: str = "generations",
+  annots_name: str = "annotations",
+):
   """Expands generation records into (hypothesis, references) items.
 
   Returns:
@@ -68,24 +71,27 @@ def collect_items(annotations: Sequence[dict], generations: Sequence[dict],
       raise ProtocolError(f"{where}: field 'event_idx' must be an integer")
     if not 0 <= event_idx < len(annotations):
       raise ProtocolError(
-          f"{where}: field 'event_idx'={event_idx} is outside {annots_name} "
-          f"(0..{len(annotations) - 1})")
+        f"{where}: field 'event_idx'={event_idx} is outside {annots_name} "
+        f"(0..{len(annotations) - 1})"
+      )
     if relation not in RELATIONS:
-      raise ProtocolError(f"{where}: field 'inference_relation'={relation!r} "
-                          f"is not one of {RELATIONS}")
+      raise ProtocolError(
+        f"{where}: field 'inference_relation'={relation!r} is not one of {RELATIONS}"
+      )
     if not isinstance(gens, list) or not all(isinstance(g, str) for g in gens):
-      raise ProtocolError(f"{where}: field 'generations' must be a list of "
-                          "strings")
+      raise ProtocolError(f"{where}: field 'generations' must be a list of strings")
     annot = annotations[event_idx]
     if not isinstance(annot, dict) or relation not in annot:
       raise ProtocolError(
-          f"{annots_name}: record {event_idx}: missing field {relation!r} "
-          f"(needed by {gens_name} record {r}; references must contain all "
-          "three relations)")
+        f"{annots_name}: record {event_idx}: missing field {relation!r} "
+        f"(needed by {gens_name} record {r}; references must contain all "
+        "three relations)"
+      )
     refs = annot[relation]
     if not isinstance(refs, list) or not all(isinstance(s, str) for s in refs):
-      raise ProtocolError(f"{annots_name}: record {event_idx}: field "
-                          f"{relation!r} must be a list of strings")
+      raise ProtocolError(
+        f"{annots_name}: record {event_idx}: field {relation!r} must be a list of strings"
+      )
     if not refs:
       skipped += 1
       continue
@@ -111,8 +117,7 @@ def _locate_error(e, items, gens_name, annots_name, generations, in_refs):
     return None
   if e.index < len(items):
     _, _, r, g = items[e.index]
-    return ProtocolError(f"{gens_name}: record {r}: field 'generations'[{g}]"
-                         f": {e}")
+    return ProtocolError(f"{gens_name}: record {r}: field 'generations'[{g}]: {e}")
   return None
 
 
@@ -120,8 +125,7 @@ def _submit_tokenize(items, pool):
   """Starts PTB-tokenising references and hypotheses (two jar runs)."""
   ref_caps = [ref for _, refs, _, _ in items for ref in refs]
   hyp_caps = [hyp for hyp, _, _, _ in items]
-  return [(pool.submit(ptb.tokenize, ref_caps), True),
-          (pool.submit(ptb.tokenize, hyp_caps), False)]
+  return [(pool.submit(ptb.tokenize, ref_caps), True), (pool.submit(ptb.tokenize, hyp_caps), False)]
 
 
 def _tokenize_result(jobs, items, gens_name, annots_name, generations):
@@ -131,27 +135,28 @@ def _tokenize_result(jobs, items, gens_name, annots_name, generations):
     try:
       out.append(job.result())
     except ptb.CaptionLineError as e:
-      located = _locate_error(e, items, gens_name, annots_name, generations,
-                              in_refs)
+      located = _locate_error(e, items, gens_name, annots_name, generations, in_refs)
       if located is None:
         raise
       raise located from e
   tok_refs, tok_hyps = out
   out_refs, pos = [], 0
   for _, refs, _, _ in items:
-    out_refs.append(tuple(tok_refs[pos:pos + len(refs)]))
+    out_refs.append(tuple(tok_refs[pos : pos + len(refs)]))
     pos += len(refs)
   return tok_hyps, out_refs
 
 
-def score_generations(annotations: Sequence[dict],
-                      generations: Sequence[dict],
-                      train_annotations: Sequence[dict] | None = None,
-                      *,
-                      meteor: bool = True,
-                      meteor_workers: int | None = None,
-                      gens_name: str = "generations",
-                      annots_name: str = "annotations") -> dict:
+def score_generations(
+  annotations: Sequence[dict],
+  generations: Sequence[dict],
+  train_annotations: Sequence[dict] | None = None,
+  *,
+  meteor: bool = True,
+  meteor_workers: int | None = None,
+  gens_name: str = "generations",
+  annots_name: str = "annotations",
+) -> dict:
   """Scores VisualCOMET generations with the official protocol.
 
   Args:
@@ -166,11 +171,11 @@ def score_generations(annotations: Sequence[dict],
   Returns:
     Dict of metrics (see module docstring).
   """
-  items, groups, skipped = collect_items(annotations, generations, gens_name,
-                                         annots_name)
+  items, groups, skipped = collect_items(annotations, generations, gens_name, annots_name)
   if not items:
-    raise ProtocolError(f"{gens_name}: nothing to score (no generation has a "
-                        "non-empty reference list)")
+    raise ProtocolError(
+      f"{gens_name}: nothing to score (no generation has a non-empty reference list)"
+    )
   # The tokenizer jars for references and hypotheses run concurrently;
   # then METEOR's processes start, and the training sentences (for
   # Novel_normalised, needed last) and the Python metrics run meanwhile.
@@ -179,15 +184,13 @@ def score_generations(annotations: Sequence[dict],
     if train_annotations is not None:
       train = diversity.train_sentences(train_annotations)
     jobs = _submit_tokenize(items, pool)
-    hyps, refs = _tokenize_result(jobs, items, gens_name, annots_name,
-                                  generations)
+    hyps, refs = _tokenize_result(jobs, items, gens_name, annots_name, generations)
     result = {"errors": {}}
     meteor_run = None
     if meteor:
       # METEOR runs in Java processes; score the rest meanwhile.
       try:
-        meteor_run = meteor_lib.CorpusMeteor(hyps, refs,
-                                             workers=meteor_workers)
+        meteor_run = meteor_lib.CorpusMeteor(hyps, refs, workers=meteor_workers)
       except java_lib.JavaNotFoundError as e:
         result["METEOR"] = None
         result["errors"]["METEOR"] = str(e)
@@ -220,7 +223,7 @@ def _python_metrics(result, hyps, refs, groups, train, train_tokens):
   # Tokenised generations of each scored record, for DIV.
   tok_groups, pos = [], 0
   for g in groups:
-    tok_groups.append(hyps[pos:pos + len(g)])
+    tok_groups.append(hyps[pos : pos + len(g)])
     pos += len(g)
   result.update(diversity.div_scores(tok_groups))
   if train is not None:

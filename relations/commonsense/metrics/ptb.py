@@ -44,18 +44,34 @@ from relations.commonsense.metrics import java as java_lib
 # Tokens pycocoevalcap removes after tokenisation (its PUNCTUATIONS list).
 # The bracket tokens never match because -lowerCase turns -LRB- into -lrb-;
 # that is the official behaviour and is kept.
-PUNCTUATIONS = frozenset([
-    "''", "'", "``", "`", "-LRB-", "-RRB-", "-LCB-", "-RCB-", ".", "?", "!",
-    ",", ":", "-", "--", "...", ";"
-])
+PUNCTUATIONS = frozenset(
+  [
+    "''",
+    "'",
+    "``",
+    "`",
+    "-LRB-",
+    "-RRB-",
+    "-LCB-",
+    "-RCB-",
+    ".",
+    "?",
+    "!",
+    ",",
+    ":",
+    "-",
+    "--",
+    "...",
+    ";",
+  ]
+)
 
 # Characters Stanford's lexer treats as line breaks (measured on the 3.4.1
 # jar; '\n' itself is replaced by a space before tokenisation, as upstream).
 LINE_BREAKS = ("\r", "\x0b", "\x0c", "\u2028", "\u2029")
 
 _SIMPLE_LINE = re.compile(r"[A-Za-z0-9 ]*")
-_SPLIT_WORDS = frozenset(["cannot", "gonna", "gotta", "wanna", "lemme",
-                          "gimme"])
+_SPLIT_WORDS = frozenset(["cannot", "gonna", "gotta", "wanna", "lemme", "gimme"])
 _MAIN_CLASS = "edu.stanford.nlp.process.PTBTokenizer"
 # JVM tuning only (the tokenizer is deterministic): for a run of well under
 # a second the C1 JIT and the serial GC need ~40% less CPU than the default
@@ -73,8 +89,7 @@ class CaptionLineError(ValueError):
 
 def _postprocess(line: str) -> str:
   # Exactly pycocoevalcap: rstrip, split on ' ', drop punctuation tokens.
-  return " ".join(
-      w for w in line.rstrip().split(" ") if w not in PUNCTUATIONS)
+  return " ".join(w for w in line.rstrip().split(" ") if w not in PUNCTUATIONS)
 
 
 def fast_path(line: str) -> str | None:
@@ -103,29 +118,35 @@ def _check_line_breaks(lines: dict[str, int]) -> None:
     for ch in LINE_BREAKS:
       if ch in line:
         raise CaptionLineError(
-            i, f"caption {i} contains the line break U+{ord(ch):04X}, which "
-            "the Stanford PTBTokenizer splits into two lines (pycocoevalcap "
-            f"would silently misalign all later captions): {line!r}")
+          i,
+          f"caption {i} contains the line break U+{ord(ch):04X}, which "
+          "the Stanford PTBTokenizer splits into two lines (pycocoevalcap "
+          f"would silently misalign all later captions): {line!r}",
+        )
 
 
 def _run_jar(lines: Sequence[str]) -> list[str]:
   """Runs the PTBTokenizer jar on '\\n'.join(lines); returns raw out lines."""
   java = java_lib.java_executable(
-      f"PTB tokenisation of {len(lines)} caption(s) such as {lines[0]!r}")
+    f"PTB tokenisation of {len(lines)} caption(s) such as {lines[0]!r}"
+  )
   jar = java_lib.corenlp_jar()
   fd, path = tempfile.mkstemp(prefix="ptb_", suffix=".txt")
   try:
     with os.fdopen(fd, "wb") as f:
       f.write("\n".join(lines).encode())
     proc = subprocess.run(
-        [java, *_JVM_FLAGS, "-cp", jar, _MAIN_CLASS, "-preserveLines",
-         "-lowerCase", path],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
+      [java, *_JVM_FLAGS, "-cp", jar, _MAIN_CLASS, "-preserveLines", "-lowerCase", path],
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+      check=False,
+    )
   finally:
     os.remove(path)
   if proc.returncode != 0:
-    raise RuntimeError("Stanford PTBTokenizer failed (exit "
-                       f"{proc.returncode}): {proc.stderr.decode()[-2000:]}")
+    raise RuntimeError(
+      f"Stanford PTBTokenizer failed (exit {proc.returncode}): {proc.stderr.decode()[-2000:]}"
+    )
   out = proc.stdout.decode().split("\n")
   # The jar ends its output with '\n' iff the input ended with one; a
   # trailing empty caption therefore gives one more (empty) element.
@@ -133,20 +154,20 @@ def _run_jar(lines: Sequence[str]) -> list[str]:
     out.pop()
   if len(out) != len(lines):
     raise CaptionLineError(
-        -1, f"PTBTokenizer returned {len(out)} lines for {len(lines)} "
-        "captions; refusing to misalign captions.")
+      -1,
+      f"PTBTokenizer returned {len(out)} lines for {len(lines)} "
+      "captions; refusing to misalign captions.",
+    )
   return out
 
 
 def _is_blank(line: str) -> bool:
   # Conservative: anything the lexer might skip as space counts as blank, so
   # contexts only ever get longer than necessary.
-  return all(c.isspace() or unicodedata.category(c) in ("Cc", "Cf", "Zs")
-             for c in line)
+  return all(c.isspace() or unicodedata.category(c) in ("Cc", "Cf", "Zs") for c in line)
 
 
-def _contexts(lines: Sequence[str], simple: Sequence[str | None],
-              blank: dict[str, bool]):
+def _contexts(lines: Sequence[str], simple: Sequence[str | None], blank: dict[str, bool]):
   """Dedup key (line, following context) of every line needing the jar.
 
   Returns (keys, ctx_end): keys[i] is None for fast-path lines; ctx_end[i] is
@@ -159,10 +180,10 @@ def _contexts(lines: Sequence[str], simple: Sequence[str | None],
   for i in range(n - 1, -1, -1):
     if simple[i] is None:
       if nxt < n:
-        keys[i] = (lines[i], tuple(lines[i + 1:nxt + 1]))
+        keys[i] = (lines[i], tuple(lines[i + 1 : nxt + 1]))
         ctx_end[i] = nxt
       else:  # Only blank lines, then end of text.
-        keys[i] = (lines[i], ("<EOF>",) + tuple(lines[i + 1:]))
+        keys[i] = (lines[i], ("<EOF>",) + tuple(lines[i + 1 :]))
     if not blank[lines[i]]:
       nxt = i
   return keys, ctx_end
@@ -190,8 +211,7 @@ def _plan(keys, ctx_end):
   return send, wanted
 
 
-def tokenize(captions: Sequence[str], exact_full_run: bool = False
-            ) -> list[str]:
+def tokenize(captions: Sequence[str], exact_full_run: bool = False) -> list[str]:
   """PTB-tokenises captions exactly as pycocoevalcap 1.2 would.
 
   Args:
@@ -236,6 +256,7 @@ def tokenize_many(groups: Iterable[Sequence[str]]) -> list[list[str]]:
   running them in threads uses two cores and yields identical output.
   """
   from concurrent import futures  # pylint: disable=g-import-not-at-top
+
   groups = list(groups)
   with futures.ThreadPoolExecutor(max(1, len(groups))) as pool:
     return list(pool.map(tokenize, groups))

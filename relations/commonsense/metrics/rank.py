@@ -51,15 +51,20 @@ def expand_records(annotations: Sequence[dict]) -> list[dict]:
     for rel in RELATIONS:
       sents = annot.get(rel, [])
       if not isinstance(sents, list):
-        raise ValueError(f"annotations: record {e}: field {rel!r} must be a "
-                         "list of strings")
+        raise ValueError(f"annotations: record {e}: field {rel!r} must be a list of strings")
       for s, text in enumerate(sents):
         if not isinstance(text, str):
-          raise ValueError(f"annotations: record {e}: field {rel!r}[{s}] must "
-                           "be a string")
-        out.append({"event_idx": e, "img_fn": annot["img_fn"],
-                    "event": annot["event"], "place": annot.get("place", ""),
-                    "inference_relation": rel, "inference_text": text})
+          raise ValueError(f"annotations: record {e}: field {rel!r}[{s}] must be a string")
+        out.append(
+          {
+            "event_idx": e,
+            "img_fn": annot["img_fn"],
+            "event": annot["event"],
+            "place": annot.get("place", ""),
+            "inference_relation": rel,
+            "inference_text": text,
+          }
+        )
   return out
 
 
@@ -67,8 +72,9 @@ def _key(record):
   return f"{record['img_fn']}_{record['event']}_{record['inference_relation']}"
 
 
-def build_candidates(annotations: Sequence[dict], num_candidates: int = 50,
-                     seed: int = 0) -> list[dict]:
+def build_candidates(
+  annotations: Sequence[dict], num_candidates: int = 50, seed: int = 0
+) -> list[dict]:
   """Seeded candidate lists (see module docstring).
 
   Returns:
@@ -91,8 +97,7 @@ def build_candidates(annotations: Sequence[dict], num_candidates: int = 50,
     pos = positives[key]
     k = max(0, num_candidates - len(pos))
     if k > n - len(pos):
-      raise ValueError(f"only {n - len(pos)} negatives available for query "
-                       f"{i}, {k} needed")
+      raise ValueError(f"only {n - len(pos)} negatives available for query {i}, {k} needed")
     # Uniform sample without replacement from range(n) minus `pos`: draw
     # from range(n - len(pos)) and skip over the (sorted) positives.
     draws = rng.sample(range(n - len(pos)), k)
@@ -104,17 +109,18 @@ def build_candidates(annotations: Sequence[dict], num_candidates: int = 50,
         else:
           break
       negatives.append(x)
-    queries.append({"query": i, "candidates": list(pos) + negatives,
-                    "num_gt": len(pos)})
+    queries.append({"query": i, "candidates": list(pos) + negatives, "num_gt": len(pos)})
   return queries
 
 
-def save_candidates(path: str, queries: list[dict], seed: int,
-                    num_candidates: int) -> None:
+def save_candidates(path: str, queries: list[dict], seed: int, num_candidates: int) -> None:
   """Writes candidate lists as JSON (temporary file, then rename)."""
   io_util.write_json_atomic(
-      path, {"seed": seed, "num_candidates": num_candidates, "queries": queries},
-      indent=None, newline=False)
+    path,
+    {"seed": seed, "num_candidates": num_candidates, "queries": queries},
+    indent=None,
+    newline=False,
+  )
 
 
 def load_candidates(path: str) -> list[dict]:
@@ -128,8 +134,7 @@ def load_candidates(path: str) -> list[dict]:
   return data["queries"]
 
 
-def candidates_from_official(path: str, records: Sequence[dict]
-                             ) -> list[dict]:
+def candidates_from_official(path: str, records: Sequence[dict]) -> list[dict]:
   """Candidate lists from the released ``val_rank_random_50.json``.
 
   Its ``results`` are the query records (in order) with
@@ -144,16 +149,19 @@ def candidates_from_official(path: str, records: Sequence[dict]
     first.setdefault(_key(r), i)
   queries = []
   for q, res in enumerate(results):
-    for field in ("inference_candidate_indices", "num_gt", "img_fn", "event",
-                  "inference_relation"):
+    for field in ("inference_candidate_indices", "num_gt", "img_fn", "event", "inference_relation"):
       if field not in res:
         raise ValueError(f"{path}: result {q}: missing field {field!r}")
     key = _key(res)
     if key not in first:
       raise ValueError(f"{path}: result {q}: no annotation record for {key!r}")
-    queries.append({"query": first[key],
-                    "candidates": list(res["inference_candidate_indices"]),
-                    "num_gt": int(res["num_gt"])})
+    queries.append(
+      {
+        "query": first[key],
+        "candidates": list(res["inference_candidate_indices"]),
+        "num_gt": int(res["num_gt"]),
+      }
+    )
   return queries
 
 
@@ -168,8 +176,9 @@ def recall_at_num_gt(scores: np.ndarray, num_gt: int) -> float:
   return float(np.sum(order[:num_gt] < num_gt)) / num_gt
 
 
-def rank_accuracy(annotations: Sequence[dict], queries: Sequence[dict],
-                  score_fn: ScoreFn, batch_size: int = 256) -> dict:
+def rank_accuracy(
+  annotations: Sequence[dict], queries: Sequence[dict], score_fn: ScoreFn, batch_size: int = 256
+) -> dict:
   """Acc@50 with the official (n + 1) and plain (n) NLL denominators.
 
   Args:
@@ -187,28 +196,28 @@ def rank_accuracy(annotations: Sequence[dict], queries: Sequence[dict],
   for q, query in enumerate(queries):
     for c in query["candidates"]:
       if not 0 <= c < len(records):
-        raise ValueError(f"query {q}: candidate index {c} outside the "
-                         f"{len(records)} expanded records")
+        raise ValueError(
+          f"query {q}: candidate index {c} outside the {len(records)} expanded records"
+        )
       contexts.append(records[query["query"]])
       cands.append(records[c])
       owners.append(q)
   nll = np.zeros(len(cands), np.float64)
   ntok = np.zeros(len(cands), np.int64)
   for start in range(0, len(cands), batch_size):
-    s, t = score_fn(contexts[start:start + batch_size],
-                    cands[start:start + batch_size])
+    s, t = score_fn(contexts[start : start + batch_size], cands[start : start + batch_size])
     s, t = np.asarray(s, np.float64), np.asarray(t, np.int64)
-    if s.shape != t.shape or s.shape[0] != len(cands[start:start + batch_size]):
+    if s.shape != t.shape or s.shape[0] != len(cands[start : start + batch_size]):
       raise ValueError("score_fn must return two arrays of shape [B]")
-    nll[start:start + len(s)] = s
-    ntok[start:start + len(t)] = t
+    nll[start : start + len(s)] = s
+    ntok[start : start + len(t)] = t
   sizes = np.cumsum([len(q["candidates"]) for q in queries])[:-1]
-  return accuracy_from_scores(queries, np.split(nll, sizes),
-                              np.split(ntok, sizes))
+  return accuracy_from_scores(queries, np.split(nll, sizes), np.split(ntok, sizes))
 
 
-def accuracy_from_scores(queries: Sequence[dict], nll: Sequence[np.ndarray],
-                         ntok: Sequence[np.ndarray]) -> dict:
+def accuracy_from_scores(
+  queries: Sequence[dict], nll: Sequence[np.ndarray], ntok: Sequence[np.ndarray]
+) -> dict:
   """Acc@50 from per-query candidate scores.
 
   Args:
@@ -226,12 +235,16 @@ def accuracy_from_scores(queries: Sequence[dict], nll: Sequence[np.ndarray],
     s = np.asarray(nll[q], np.float64)
     t = np.asarray(ntok[q], np.int64)
     if s.shape != (len(query["candidates"]),) or t.shape != s.shape:
-      raise ValueError(f"query {q}: {len(query['candidates'])} candidates but "
-                       f"scores of shape {s.shape} / {t.shape}")
+      raise ValueError(
+        f"query {q}: {len(query['candidates'])} candidates but "
+        f"scores of shape {s.shape} / {t.shape}"
+      )
     if np.any(t <= 0):
       raise ValueError(f"query {q}: a candidate has no labelled tokens")
     recalls_official.append(recall_at_num_gt(s / (t + 1), query["num_gt"]))
     recalls_plain.append(recall_at_num_gt(s / t, query["num_gt"]))
-  return {"Acc@50": float(np.mean(recalls_official)),
-          "Acc@50_plain_n": float(np.mean(recalls_plain)),
-          "num_queries": len(queries)}
+  return {
+    "Acc@50": float(np.mean(recalls_official)),
+    "Acc@50_plain_n": float(np.mean(recalls_plain)),
+    "num_queries": len(queries),
+  }

@@ -45,12 +45,11 @@ def det_token(n: int) -> str:
 
 def split_words(sent: str) -> list[str]:
   """The official punctuation splitting (step 1 of the forward mapping)."""
-  return (sent.replace(',', ' , ').replace("'", " '").replace('.', ' .')
-          .replace('?', ' ?').split())
+  return sent.replace(',', ' , ').replace("'", " '").replace('.', ' .').replace('?', ' ?').split()
 
 
 def map_numbers_to_det_tokens(
-    sent: str, person2name: Optional[dict[str, str]] = None
+  sent: str, person2name: Optional[dict[str, str]] = None
 ) -> tuple[dict[str, str], str]:
   """Forward mapping (official `_map_numbers_to_det_numbers`).
 

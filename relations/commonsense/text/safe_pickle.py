@@ -46,15 +46,26 @@ class UnsafePickleError(pickle.UnpicklingError):
 def _latin1_encode(obj, encoding='latin1', errors='strict'):
   # Python 3 pickles bytes in protocol 2 as _codecs.encode(str, 'latin1').
   if encoding not in ('latin1', 'latin-1') or not isinstance(obj, str):
-    raise UnsafePickleError(
-        f'_codecs.encode only allowed for latin1 text, got {encoding!r}')
+    raise UnsafePickleError(f'_codecs.encode only allowed for latin1 text, got {encoding!r}')
   return codecs.encode(obj, encoding, errors)
 
 
 _BUILTINS = {
-    name: getattr(builtins, name)
-    for name in ('dict', 'list', 'tuple', 'set', 'frozenset', 'str', 'bytes',
-                 'bytearray', 'int', 'float', 'complex', 'bool')
+  name: getattr(builtins, name)
+  for name in (
+    'dict',
+    'list',
+    'tuple',
+    'set',
+    'frozenset',
+    'str',
+    'bytes',
+    'bytearray',
+    'int',
+    'float',
+    'complex',
+    'bool',
+  )
 }
 
 _ALLOWED = {}
@@ -112,37 +123,43 @@ class _Unpickler(pickle._Unpickler):  # pylint: disable=protected-access
       elif func is _multiarray._reconstruct and len(args) >= 3:
         n = _nbytes(args[1], args[2])
     except (TypeError, ValueError, OverflowError) as e:
-      raise UnsafePickleError(f'{self._source}: bad arguments to '
-                              f'{getattr(func, "__name__", func)}: {e}') from None
+      raise UnsafePickleError(
+        f'{self._source}: bad arguments to {getattr(func, "__name__", func)}: {e}'
+      ) from None
     if n > self._budget:
       raise UnsafePickleError(
-          f'{self._source}: {getattr(func, "__name__", func)}(...) would allocate '
-          f'{n} bytes, more than this {self._budget}-byte budget allows (at most '
-          'twice the pickle\'s size, 1 MiB for small files); refusing.')
+        f'{self._source}: {getattr(func, "__name__", func)}(...) would allocate '
+        f'{n} bytes, more than this {self._budget}-byte budget allows (at most '
+        'twice the pickle\'s size, 1 MiB for small files); refusing.'
+      )
     self._budget -= n
 
   def load_reduce(self):
     self._charge(self.stack[-2], self.stack[-1])
     super().load_reduce()
+
   dispatch[pickle.REDUCE[0]] = load_reduce
 
   def load_newobj(self):
     self._charge(self.stack[-2], self.stack[-1])
     super().load_newobj()
+
   dispatch[pickle.NEWOBJ[0]] = load_newobj
 
   def load_newobj_ex(self):
     self._charge(self.stack[-3], self.stack[-2])
     super().load_newobj_ex()
+
   dispatch[pickle.NEWOBJ_EX[0]] = load_newobj_ex
 
   def find_class(self, module, name):
     fn = _ALLOWED.get((module, name))
     if fn is None:
       raise UnsafePickleError(
-          f'{self._source}: refusing to load global {module}.{name}; only '
-          'numpy arrays and builtin containers/scalars are allowed in data '
-          'pickles.')
+        f'{self._source}: refusing to load global {module}.{name}; only '
+        'numpy arrays and builtin containers/scalars are allowed in data '
+        'pickles.'
+      )
     return fn
 
   def persistent_load(self, pid):
@@ -154,8 +171,7 @@ def _check_values(obj: Any, source: str, depth: int = 0) -> None:
     raise UnsafePickleError(f'{source}: nesting deeper than 100.')
   if isinstance(obj, np.ndarray):
     if obj.dtype.hasobject:
-      raise UnsafePickleError(
-          f'{source}: object-dtype numpy arrays are not allowed.')
+      raise UnsafePickleError(f'{source}: object-dtype numpy arrays are not allowed.')
   elif isinstance(obj, dict):
     for k, v in obj.items():
       _check_values(k, source, depth + 1)
@@ -184,8 +200,17 @@ def loads(data: bytes, source: str = '<bytes>') -> Any:
     obj = _Unpickler(io.BytesIO(data), source, budget).load()
   except UnsafePickleError:
     raise
-  except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError,
-          KeyError, AttributeError, RecursionError, MemoryError) as e:
+  except (
+    pickle.UnpicklingError,
+    EOFError,
+    ValueError,
+    TypeError,
+    IndexError,
+    KeyError,
+    AttributeError,
+    RecursionError,
+    MemoryError,
+  ) as e:
     raise pickle.UnpicklingError(f'{source}: corrupt pickle: {e}') from e
   _check_values(obj, source)
   return obj

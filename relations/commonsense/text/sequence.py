@@ -45,6 +45,7 @@ SEG_IMAGE, SEG_EVENT, SEG_PLACE, SEG_INFERENCE = 0, 1, 2, 3
 @dataclasses.dataclass(frozen=True)
 class Layout:
   """Segment widths. Defaults are the official generation/rank defaults."""
+
   num_max_boxes: int = 15
   max_event: int = 39
   max_place: int = 22
@@ -77,9 +78,13 @@ class Layout:
 DEFAULT_LAYOUT = Layout()
 
 
-def segment_texts(event_name: str, place: str, relation: str,
-                  inference_text_name: Optional[str] = None,
-                  num_max_boxes: int = 15) -> list[str]:
+def segment_texts(
+  event_name: str,
+  place: str,
+  relation: str,
+  inference_text_name: Optional[str] = None,
+  num_max_boxes: int = 15,
+) -> list[str]:
   """The four field strings that are tokenised separately (official order).
 
   Args:
@@ -105,15 +110,18 @@ def segment_texts(event_name: str, place: str, relation: str,
   return [image, event, place_s, inference]
 
 
-def tokenize_segments(tok: tokenizer_lib.VisualCometTokenizer,
-                      texts: Sequence[str]) -> list[list[int]]:
+def tokenize_segments(
+  tok: tokenizer_lib.VisualCometTokenizer, texts: Sequence[str]
+) -> list[list[int]]:
   """Ids of each field string (see `segment_texts`)."""
   return [tok.encode(s) for s in texts]
 
 
-def combine_and_pad(tok: tokenizer_lib.VisualCometTokenizer,
-                    segments: Sequence[Sequence[int]],
-                    layout: Layout = DEFAULT_LAYOUT) -> np.ndarray:
+def combine_and_pad(
+  tok: tokenizer_lib.VisualCometTokenizer,
+  segments: Sequence[Sequence[int]],
+  layout: Layout = DEFAULT_LAYOUT,
+) -> np.ndarray:
   """Official `_combine_and_pad_tokens` on ids.
 
   Args:
@@ -125,36 +133,35 @@ def combine_and_pad(tok: tokenizer_lib.VisualCometTokenizer,
     int32 [max_seq_len] ids.
   """
   ends = (tok.e_img_id, tok.e_ev_id, tok.e_pl_id)
-  widths = (layout.max_image, layout.max_event, layout.max_place,
-            layout.max_inference)
+  widths = (layout.max_image, layout.max_event, layout.max_place, layout.max_inference)
   out = []
   for i, (seg, width) in enumerate(zip(segments, widths)):
     seg = list(seg)
     if len(seg) > width:
       if i < 3:
-        seg = seg[:width - 1] + [ends[i]]
+        seg = seg[: width - 1] + [ends[i]]
     else:
       seg += [tok.eos_id] * (width - len(seg))
     out.extend(seg)
   if len(out) > layout.max_seq_len:
-    out = out[:layout.max_seq_len - 1] + [tok.e_in_id]
+    out = out[: layout.max_seq_len - 1] + [tok.e_in_id]
   else:
     out += [tok.eos_id] * (layout.max_seq_len - len(out))
   return np.asarray(out, np.int32)
 
 
-def mask_text(tok: tokenizer_lib.VisualCometTokenizer,
-              ids: np.ndarray) -> np.ndarray:
+def mask_text(tok: tokenizer_lib.VisualCometTokenizer, ids: np.ndarray) -> np.ndarray:
   """`--no_text`: ids from `<|b_ev|>` to the first `<|e_pl|>` become eos."""
   ids = np.array(ids)
   start = _first(ids, tok.b_ev_id, 'b_ev')
   end = _first(ids, tok.e_pl_id, 'e_pl')
-  ids[start:end + 1] = tok.eos_id
+  ids[start : end + 1] = tok.eos_id
   return ids
 
 
-def partial_labels(tok: tokenizer_lib.VisualCometTokenizer, ids: np.ndarray,
-                   mode: str = 'inference') -> np.ndarray:
+def partial_labels(
+  tok: tokenizer_lib.VisualCometTokenizer, ids: np.ndarray, mode: str = 'inference'
+) -> np.ndarray:
   """Official `_create_partial_labels`.
 
   Args:
@@ -181,7 +188,7 @@ def partial_labels(tok: tokenizer_lib.VisualCometTokenizer, ids: np.ndarray,
     raise ValueError(f'mode must be "inference" or "all", got {mode!r}')
   for begin, end in spans:
     s, e = _first(ids, begin, 'begin'), _first(ids, end, 'end')
-    labels[s + 1:e + 1] = ids[s + 1:e + 1]
+    labels[s + 1 : e + 1] = ids[s + 1 : e + 1]
   return labels
 
 
@@ -195,14 +202,15 @@ def _first(ids: np.ndarray, value: int, what: str) -> int:
 def segment_ids(layout: Layout = DEFAULT_LAYOUT) -> np.ndarray:
   """int32 [max_seq_len]: SEG_IMAGE/EVENT/PLACE/INFERENCE by position."""
   seg = np.full(layout.max_seq_len, SEG_INFERENCE, np.int32)
-  seg[:layout.event_start] = SEG_IMAGE
-  seg[layout.event_start:layout.place_start] = SEG_EVENT
-  seg[layout.place_start:layout.relation_pos] = SEG_PLACE
+  seg[: layout.event_start] = SEG_IMAGE
+  seg[layout.event_start : layout.place_start] = SEG_EVENT
+  seg[layout.place_start : layout.relation_pos] = SEG_PLACE
   return seg
 
 
-def token_mask(tok: tokenizer_lib.VisualCometTokenizer, ids: np.ndarray,
-               layout: Layout = DEFAULT_LAYOUT) -> np.ndarray:
+def token_mask(
+  tok: tokenizer_lib.VisualCometTokenizer, ids: np.ndarray, layout: Layout = DEFAULT_LAYOUT
+) -> np.ndarray:
   """bool [L]: True for real text tokens, False for eos padding and slots.
 
   The visual slots 1..num_max_boxes are False (the model decides which hold
@@ -213,11 +221,16 @@ def token_mask(tok: tokenizer_lib.VisualCometTokenizer, ids: np.ndarray,
   return np.asarray(ids) != tok.eos_id
 
 
-def encode(tok: tokenizer_lib.VisualCometTokenizer, event_name: str,
-           place: str, relation: str,
-           inference_text_name: Optional[str] = None,
-           layout: Layout = DEFAULT_LAYOUT, mode: str = 'inference',
-           include_text: bool = True) -> dict[str, np.ndarray]:
+def encode(
+  tok: tokenizer_lib.VisualCometTokenizer,
+  event_name: str,
+  place: str,
+  relation: str,
+  inference_text_name: Optional[str] = None,
+  layout: Layout = DEFAULT_LAYOUT,
+  mode: str = 'inference',
+  include_text: bool = True,
+) -> dict[str, np.ndarray]:
   """One example in the official layout.
 
   Args:
@@ -238,8 +251,7 @@ def encode(tok: tokenizer_lib.VisualCometTokenizer, event_name: str,
       token_mask bool [L]; relation_pos int32 [] (78 by default);
       prompt_len int32 [] (relation_pos + 1).
   """
-  texts = segment_texts(event_name, place, relation, inference_text_name,
-                        layout.num_max_boxes)
+  texts = segment_texts(event_name, place, relation, inference_text_name, layout.num_max_boxes)
   ids = combine_and_pad(tok, tokenize_segments(tok, texts), layout)
   if not include_text:
     ids = mask_text(tok, ids)
@@ -248,18 +260,19 @@ def encode(tok: tokenizer_lib.VisualCometTokenizer, event_name: str,
   else:
     labels = partial_labels(tok, ids, mode)
   return dict(
-      input_ids=ids,
-      labels=labels,
-      position_ids=np.arange(layout.max_seq_len, dtype=np.int32),
-      segment_ids=segment_ids(layout),
-      token_mask=token_mask(tok, ids, layout),
-      relation_pos=np.int32(layout.relation_pos),
-      prompt_len=np.int32(layout.prompt_len),
+    input_ids=ids,
+    labels=labels,
+    position_ids=np.arange(layout.max_seq_len, dtype=np.int32),
+    segment_ids=segment_ids(layout),
+    token_mask=token_mask(tok, ids, layout),
+    relation_pos=np.int32(layout.relation_pos),
+    prompt_len=np.int32(layout.prompt_len),
   )
 
 
-def select_dets(names: Sequence[str], tags: Sequence[int],
-                only_use_relevant_dets: bool = True) -> np.ndarray:
+def select_dets(
+  names: Sequence[str], tags: Sequence[int], only_use_relevant_dets: bool = True
+) -> np.ndarray:
   """Official `get_dets_to_use`: VCR detection indices for the visual slots.
 
   Args:
@@ -286,12 +299,15 @@ def select_dets(names: Sequence[str], tags: Sequence[int],
 
 def slot_dets(dets: np.ndarray, num_max_boxes: int = 15) -> np.ndarray:
   """Detections that get a slot: slot 0 is the whole image, so <= 14."""
-  return np.asarray(dets)[:num_max_boxes - 1]
+  return np.asarray(dets)[: num_max_boxes - 1]
 
 
-def slot_person_ids(tok: tokenizer_lib.VisualCometTokenizer,
-                    names: Sequence[str], dets: np.ndarray,
-                    num_max_boxes: int = 15) -> np.ndarray:
+def slot_person_ids(
+  tok: tokenizer_lib.VisualCometTokenizer,
+  names: Sequence[str],
+  dets: np.ndarray,
+  num_max_boxes: int = 15,
+) -> np.ndarray:
   """Person-grounding token ids per visual slot (official `person_ids`).
 
   Args:
@@ -308,16 +324,21 @@ def slot_person_ids(tok: tokenizer_lib.VisualCometTokenizer,
   """
   ids = np.zeros(num_max_boxes, np.int32)
   ids[0] = tok.det_id(0)
-  for k, d in enumerate(np.asarray(dets)[:num_max_boxes - 1]):
+  for k, d in enumerate(np.asarray(dets)[: num_max_boxes - 1]):
     if names[d] == 'person':
       ids[k + 1] = tok.det_id(int(d) + 1)
   return ids
 
 
-def visual_slots(tok: tokenizer_lib.VisualCometTokenizer,
-                 names: Sequence[str], boxes: np.ndarray, dets: np.ndarray,
-                 width: int, height: int,
-                 num_max_boxes: int = 15) -> dict[str, np.ndarray]:
+def visual_slots(
+  tok: tokenizer_lib.VisualCometTokenizer,
+  names: Sequence[str],
+  boxes: np.ndarray,
+  dets: np.ndarray,
+  width: int,
+  height: int,
+  num_max_boxes: int = 15,
+) -> dict[str, np.ndarray]:
   """Everything the model needs for the visual slots of one example.
 
   Slot 0 is the whole image (box [0, 0, width, height], `<|det0|>`), slots
@@ -345,6 +366,9 @@ def visual_slots(tok: tokenizer_lib.VisualCometTokenizer,
     out_boxes[1:n] = np.asarray(boxes, np.float32).reshape(-1, 4)[kept]
   det_index = np.full(num_max_boxes, -1, np.int32)
   det_index[1:n] = kept
-  return dict(boxes=out_boxes, mask=np.arange(num_max_boxes) < n,
-              person_ids=slot_person_ids(tok, names, kept, num_max_boxes),
-              det_index=det_index)
+  return dict(
+    boxes=out_boxes,
+    mask=np.arange(num_max_boxes) < n,
+    person_ids=slot_person_ids(tok, names, kept, num_max_boxes),
+    det_index=det_index,
+  )

@@ -46,24 +46,25 @@ B_EV, E_EV = '<|b_ev|>', '<|e_ev|>'
 B_PL, E_PL = '<|b_pl|>', '<|e_pl|>'
 E_IN = '<|e_in|>'
 # Official `begin_inferences` dict order: before, intent, after.
-RELATION_TOKENS = {'before': '<|before|>', 'intent': '<|intent|>',
-                   'after': '<|after|>'}
+RELATION_TOKENS = {'before': '<|before|>', 'intent': '<|intent|>', 'after': '<|after|>'}
 # Order of `add_special_tokens` in the official tokenizer (ids base_vocab..).
-SPECIAL_TOKENS = ((B_IMG, E_IMG, B_EV, E_EV, B_PL, E_PL, E_IN)
-                  + tuple(RELATION_TOKENS.values())
-                  + tuple(person_tags.det_token(i)
-                          for i in range(person_tags.NUM_DET_TOKENS)))
+SPECIAL_TOKENS = (
+  (B_IMG, E_IMG, B_EV, E_EV, B_PL, E_PL, E_IN)
+  + tuple(RELATION_TOKENS.values())
+  + tuple(person_tags.det_token(i) for i in range(person_tags.NUM_DET_TOKENS))
+)
 # Structural tokens replaced by spaces in `decode(skip_special_tokens=True)`
 # (official list: note that `<|b_pl|>` and the det tokens are not in it).
-_TOKENS_TO_REMOVE = ((B_IMG, E_IMG, B_EV, E_EV, E_PL, E_IN, EOS)
-                     + tuple(RELATION_TOKENS.values()))
+_TOKENS_TO_REMOVE = (B_IMG, E_IMG, B_EV, E_EV, E_PL, E_IN, EOS) + tuple(RELATION_TOKENS.values())
 
 
 def bytes_to_unicode() -> dict[int, str]:
   """GPT-2's reversible byte -> printable unicode character table."""
-  keep = (list(range(ord('!'), ord('~') + 1))
-          + list(range(ord('\xa1'), ord('\xac') + 1))
-          + list(range(ord('\xae'), ord('\xff') + 1)))
+  keep = (
+    list(range(ord('!'), ord('~') + 1))
+    + list(range(ord('\xa1'), ord('\xac') + 1))
+    + list(range(ord('\xae'), ord('\xff') + 1))
+  )
   table, extra = {}, 0
   for b in range(256):
     if b in keep:
@@ -79,10 +80,19 @@ _BYTE_DECODER = {c: b for b, c in bytes_to_unicode().items()}
 
 def clean_up_tokenization(text: str) -> str:
   """transformers 2.4.1 `clean_up_tokenization` (space before punctuation)."""
-  return (text.replace(' .', '.').replace(' ?', '?').replace(' !', '!')
-          .replace(' ,', ',').replace(" ' ", "'").replace(" n't", "n't")
-          .replace(" 'm", "'m").replace(' do not', " don't")
-          .replace(" 's", "'s").replace(" 've", "'ve").replace(" 're", "'re"))
+  return (
+    text.replace(' .', '.')
+    .replace(' ?', '?')
+    .replace(' !', '!')
+    .replace(' ,', ',')
+    .replace(" ' ", "'")
+    .replace(" n't", "n't")
+    .replace(" 'm", "'m")
+    .replace(' do not', " don't")
+    .replace(" 's", "'s")
+    .replace(" 've", "'ve")
+    .replace(" 're", "'re")
+  )
 
 
 # Strings memoised by `VisualCometTokenizer.encode` (a few MB at most).
@@ -120,12 +130,13 @@ class VisualCometTokenizer:
       raise ValueError(f'BPE vocabulary has no {EOS} token.')
     tok.add_special_tokens([EOS] + list(SPECIAL_TOKENS))
     ids = [tok.token_to_id(t) for t in SPECIAL_TOKENS]
-    want = list(range(self.base_vocab_size,
-                      self.base_vocab_size + len(SPECIAL_TOKENS)))
+    want = list(range(self.base_vocab_size, self.base_vocab_size + len(SPECIAL_TOKENS)))
     if ids != want:
-      raise ValueError('Special tokens must get ids base_vocab_size.. in the '
-                       f'official order; got {ids[:3]}... (vocabulary already '
-                       'contains some of them?)')
+      raise ValueError(
+        'Special tokens must get ids base_vocab_size.. in the '
+        f'official order; got {ids[:3]}... (vocabulary already '
+        'contains some of them?)'
+      )
     self.vocab_size = self.base_vocab_size + len(SPECIAL_TOKENS)
     self.eos_id = self.pad_id = tok.token_to_id(EOS)
     self.b_img_id = self.token_to_id(B_IMG)
@@ -133,13 +144,12 @@ class VisualCometTokenizer:
     self.b_ev_id, self.e_ev_id = self.token_to_id(B_EV), self.token_to_id(E_EV)
     self.b_pl_id, self.e_pl_id = self.token_to_id(B_PL), self.token_to_id(E_PL)
     self.e_in_id = self.token_to_id(E_IN)
-    self.relation_ids = {r: self.token_to_id(t)
-                         for r, t in RELATION_TOKENS.items()}
+    self.relation_ids = {r: self.token_to_id(t) for r, t in RELATION_TOKENS.items()}
     # transformers 2.4.1 splits on its added tokens *and* on <|endoftext|>.
     self._split_tokens = frozenset((EOS,) + SPECIAL_TOKENS)
     self._split_re = re.compile(
-        '(' + '|'.join(re.escape(t) for t in sorted(
-            self._split_tokens, key=len, reverse=True)) + ')')
+      '(' + '|'.join(re.escape(t) for t in sorted(self._split_tokens, key=len, reverse=True)) + ')'
+    )
     self._added_ids = frozenset(self.token_to_id(t) for t in SPECIAL_TOKENS)
 
   # --------------------------------------------------------------- loading
@@ -161,30 +171,26 @@ class VisualCometTokenizer:
     """
     with open(path) as f:
       spec = json.load(f)
-    extra = [t['content'] for t in spec.get('added_tokens', [])
-             if t['content'] != EOS]
+    extra = [t['content'] for t in spec.get('added_tokens', []) if t['content'] != EOS]
     if extra:
       raise ValueError(f'{path}: unexpected added tokens {extra[:5]}')
     model = spec['model']
     if model.get('type') != 'BPE':
       raise ValueError(f'{path}: model type {model.get("type")!r}, want BPE')
-    merges = [tuple(m.split(' ', 1)) if isinstance(m, str) else tuple(m)
-              for m in model['merges']]
+    merges = [tuple(m.split(' ', 1)) if isinstance(m, str) else tuple(m) for m in model['merges']]
     bpe = models.BPE(vocab=model['vocab'], merges=merges)
     return cls(_byte_level(bpe))
 
   @classmethod
   def from_dir(cls, path: str):
     """Loads `path/{vocab.json,merges.txt}`, else `path/tokenizer.json`."""
-    vocab, merges = os.path.join(path, 'vocab.json'), os.path.join(path,
-                                                                   'merges.txt')
+    vocab, merges = os.path.join(path, 'vocab.json'), os.path.join(path, 'merges.txt')
     if os.path.exists(vocab) and os.path.exists(merges):
       return cls.from_files(vocab, merges)
     tj = os.path.join(path, 'tokenizer.json')
     if os.path.exists(tj):
       return cls.from_tokenizer_json(tj)
-    raise FileNotFoundError(
-        f'{path}: need vocab.json + merges.txt or tokenizer.json')
+    raise FileNotFoundError(f'{path}: need vocab.json + merges.txt or tokenizer.json')
 
   # ------------------------------------------------------------- lookups
   def token_to_id(self, token: str) -> int:
@@ -264,8 +270,12 @@ class VisualCometTokenizer:
     data = bytearray(_BYTE_DECODER[c] for c in ''.join(toks))
     return data.decode('utf-8', errors='replace')
 
-  def decode(self, ids: Iterable[int], skip_special_tokens: bool = False,
-             clean_up_tokenization_spaces: bool = True) -> str:
+  def decode(
+    self,
+    ids: Iterable[int],
+    skip_special_tokens: bool = False,
+    clean_up_tokenization_spaces: bool = True,
+  ) -> str:
     """Official `VisualCometTokenizer.decode` (on top of 2.4.1's decode).
 
     Args:
@@ -300,8 +310,9 @@ class VisualCometTokenizer:
       text = text[:idx]
     return text.strip()
 
-  def decode_generation(self, new_ids: Sequence[int],
-                        name2person: Optional[dict[str, str]] = None) -> str:
+  def decode_generation(
+    self, new_ids: Sequence[int], name2person: Optional[dict[str, str]] = None
+  ) -> str:
     """Official post-processing of one sampled continuation (run_generation.py).
 
     Args:
@@ -319,21 +330,21 @@ class VisualCometTokenizer:
     ids = [int(i) for i in new_ids]
     if ids:
       ids[-1] = self.e_in_id
-      ids = ids[:ids.index(self.e_in_id) + 1]
+      ids = ids[: ids.index(self.e_in_id) + 1]
     text = self.decode(ids, skip_special_tokens=True)
     return person_tags.replace_names(text, name2person or {})
 
 
 def _byte_level(bpe: models.BPE) -> tokenizers.Tokenizer:
   tok = tokenizers.Tokenizer(bpe)
-  tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False,
-                                               use_regex=True)
+  tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
   tok.decoder = decoders.ByteLevel()
   return tok
 
 
-def train_bpe(pieces: Iterable[str], out_dir: str, vocab_size: int = 1000,
-              min_frequency: int = 2) -> VisualCometTokenizer:
+def train_bpe(
+  pieces: Iterable[str], out_dir: str, vocab_size: int = 1000, min_frequency: int = 2
+) -> VisualCometTokenizer:
   """Trains a byte-level BPE and writes GPT-2-format `vocab.json`/`merges.txt`.
 
   Args:
@@ -350,12 +361,14 @@ def train_bpe(pieces: Iterable[str], out_dir: str, vocab_size: int = 1000,
     The loaded tokenizer (special tokens appended after the base vocabulary).
   """
   tok = tokenizers.Tokenizer(models.BPE())
-  tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False,
-                                               use_regex=True)
+  tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
   trainer = trainers.BpeTrainer(
-      vocab_size=vocab_size - 1, min_frequency=min_frequency,
-      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-      special_tokens=[], show_progress=False)
+    vocab_size=vocab_size - 1,
+    min_frequency=min_frequency,
+    initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    special_tokens=[],
+    show_progress=False,
+  )
   tok.train_from_iterator(list(pieces), trainer)
   os.makedirs(out_dir, exist_ok=True)
   with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
@@ -372,8 +385,9 @@ def train_bpe(pieces: Iterable[str], out_dir: str, vocab_size: int = 1000,
 
 def corpus_pieces(texts: Iterable[str]) -> list[str]:
   """Splits texts on the special tokens as `tokenize` does (BPE input)."""
-  split_re = re.compile('|'.join(re.escape(t) for t in sorted(
-      (EOS,) + SPECIAL_TOKENS, key=len, reverse=True)))
+  split_re = re.compile(
+    '|'.join(re.escape(t) for t in sorted((EOS,) + SPECIAL_TOKENS, key=len, reverse=True))
+  )
   out = []
   for text in texts:
     out.extend(p.strip() for p in split_re.split(text) if p.strip())

@@ -53,12 +53,11 @@ def _finish(path, boundaries, theta):
   theta = np.asarray(theta, np.float64)
   finite = np.isfinite(theta)
   valid = boundaries & finite
-  orientation = np.where(valid, to_internal_angle(np.where(finite, theta, 0)),
-                         0).astype(np.float32)
+  orientation = np.where(valid, to_internal_angle(np.where(finite, theta, 0)), 0).astype(np.float32)
   if boundaries.shape != theta.shape:
     raise OcclusionFormatError(
-        f"{path}: edge map shape {boundaries.shape} != orientation shape "
-        f"{theta.shape}")
+      f"{path}: edge map shape {boundaries.shape} != orientation shape {theta.shape}"
+    )
   return dict(boundaries=boundaries, orientation=orientation, valid=valid)
 
 
@@ -78,8 +77,7 @@ def _field(path, struct, name, record):
       raise KeyError(name)
     return struct[name][0, 0]
   except (KeyError, IndexError, AttributeError) as e:
-    raise OcclusionFormatError(
-        f"{path}: {record} has no field {name!r}") from e
+    raise OcclusionFormatError(f"{path}: {record} has no field {name!r}") from e
 
 
 # ----------------------------------------------------------------------------
@@ -109,13 +107,12 @@ def read_piod(path):
   orient = np.asarray(_field(path, bnd, "OrientMap", rec), np.float64)
   imsize = np.asarray(_field(path, bnd, "imsize", rec)).ravel()
   if imsize.size != 2:
-    raise OcclusionFormatError(
-        f"{path}: bndinfo_pascal.imsize must hold [H W], got {imsize}")
+    raise OcclusionFormatError(f"{path}: bndinfo_pascal.imsize must hold [H W], got {imsize}")
   h, w = int(imsize[0]), int(imsize[1])
   if orient.shape != (h, w):
     raise OcclusionFormatError(
-        f"{path}: bndinfo_pascal.OrientMap has shape {orient.shape}, imsize "
-        f"says {(h, w)}")
+      f"{path}: bndinfo_pascal.OrientMap has shape {orient.shape}, imsize says {(h, w)}"
+    )
   ne = int(np.asarray(_field(path, bnd, "ne", rec)).ravel()[0])
   boundaries = np.zeros((h, w), bool)
   if ne > 0:
@@ -123,16 +120,15 @@ def read_piod(path):
     cells = np.asarray(_field(path, edges, "indices", rec + ".edges")).ravel()
     if cells.size != ne:
       raise OcclusionFormatError(
-          f"{path}: bndinfo_pascal.edges.indices has {cells.size} fragments, "
-          f"ne = {ne}")
+        f"{path}: bndinfo_pascal.edges.indices has {cells.size} fragments, ne = {ne}"
+      )
     flat = boundaries.reshape(-1, order="F")  # a view in MATLAB order
     for i, cell in enumerate(cells):
       idx = np.asarray(cell, np.float64).ravel()
-      if idx.size and (idx.min() < 1 or idx.max() > h * w or
-                       np.any(idx != np.round(idx))):
+      if idx.size and (idx.min() < 1 or idx.max() > h * w or np.any(idx != np.round(idx))):
         raise OcclusionFormatError(
-            f"{path}: bndinfo_pascal.edges.indices{{{i + 1}}} holds an index "
-            f"outside 1..{h * w}")
+          f"{path}: bndinfo_pascal.edges.indices{{{i + 1}}} holds an index outside 1..{h * w}"
+        )
       flat[idx.astype(np.int64) - 1] = True
     boundaries = flat.reshape((h, w), order="F")
   return _finish(path, boundaries, orient)
@@ -152,10 +148,10 @@ def write_piod(path, orient_map, fragments):
     lin = np.asarray(xs) * h + np.asarray(ys) + 1  # MATLAB column-major
     cells[0, i] = lin.astype(np.float64).reshape(-1, 1)
   bnd = {
-      "imsize": np.array([[h, w]], np.float64),
-      "ne": np.array([[len(fragments)]], np.float64),
-      "edges": {"indices": cells},
-      "OrientMap": np.asarray(orient_map, np.float64),
+    "imsize": np.array([[h, w]], np.float64),
+    "ne": np.array([[len(fragments)]], np.float64),
+    "edges": {"indices": cells},
+    "OrientMap": np.asarray(orient_map, np.float64),
   }
   _savemat(path, {"bndinfo_pascal": bnd})
 
@@ -181,8 +177,7 @@ def read_bsds_ownership(path):
   mat = _loadmat(path)
   if "gtStruct" not in mat:
     raise OcclusionFormatError(f"{path}: no variable 'gtStruct'")
-  cells = np.asarray(_field(path, mat["gtStruct"], "gt_theta",
-                            "gtStruct")).ravel()
+  cells = np.asarray(_field(path, mat["gtStruct"], "gt_theta", "gtStruct")).ravel()
   if cells.size == 0:
     raise OcclusionFormatError(f"{path}: gtStruct.gt_theta has no annotator")
   out = []
@@ -190,16 +185,14 @@ def read_bsds_ownership(path):
     a = np.asarray(cell)
     if a.ndim != 3 or a.shape[2] != 2:
       raise OcclusionFormatError(
-          f"{path}: gtStruct.gt_theta{{{i + 1}}} must be H x W x 2, got "
-          f"{a.shape}")
+        f"{path}: gtStruct.gt_theta{{{i + 1}}} must be H x W x 2, got {a.shape}"
+      )
     edge = np.asarray(a[..., 0], np.float64)
     if not np.all((edge == 0) | (edge == 1)):
-      raise OcclusionFormatError(
-          f"{path}: gtStruct.gt_theta{{{i + 1}}}(:,:,1) must be 0/1")
+      raise OcclusionFormatError(f"{path}: gtStruct.gt_theta{{{i + 1}}}(:,:,1) must be 0/1")
     out.append(_finish(path, edge == 1, a[..., 1]))
     if out[-1]["boundaries"].shape != out[0]["boundaries"].shape:
-      raise OcclusionFormatError(
-          f"{path}: annotator {i + 1} has a different size than annotator 1")
+      raise OcclusionFormatError(f"{path}: annotator {i + 1} has a different size than annotator 1")
   return out
 
 
@@ -212,8 +205,7 @@ def write_bsds_ownership(path, annotators):
   """
   cells = np.empty((1, len(annotators)), dtype=object)
   for i, (edge, theta) in enumerate(annotators):
-    cells[0, i] = np.stack([np.asarray(edge, np.float64),
-                            np.asarray(theta, np.float64)], -1)
+    cells[0, i] = np.stack([np.asarray(edge, np.float64), np.asarray(theta, np.float64)], -1)
   _savemat(path, {"gtStruct": {"gt_theta": cells}})
 
 

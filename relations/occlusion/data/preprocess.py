@@ -39,22 +39,25 @@ def decode(example, annotator=0):
   Returns:
     A sample dict (see module docstring).
   """
-  if "boundaries" not in example and "ob" in example:   # sparse OB pixels
-    example = {"id": example.get("id"), "image": example["image"],
-               **dense_labels(example["ob"], annotator)}
+  if "boundaries" not in example and "ob" in example:  # sparse OB pixels
+    example = {
+      "id": example.get("id"),
+      "image": example["image"],
+      **dense_labels(example["ob"], annotator),
+    }
     annotator = 0
   img = np.asarray(example["image"])
   if img.ndim != 3 or img.shape[2] != 3 or img.dtype != np.uint8:
-    raise ValueError(f"example {example.get('id')!r}: image must be uint8 "
-                     f"[H, W, 3], got {img.dtype} {img.shape}")
+    raise ValueError(
+      f"example {example.get('id')!r}: image must be uint8 [H, W, 3], got {img.dtype} {img.shape}"
+    )
   b = np.asarray(example["boundaries"])[annotator]
   return {
-      "image": img.astype(np.float32) / 127.5 - 1.0,
-      "boundary": b.astype(np.float32),
-      "orientation": np.where(b, np.asarray(example["orientation"])[annotator],
-                              0).astype(np.float32),
-      "valid": np.asarray(example["valid"])[annotator].astype(np.float32),
-      "mask": np.ones(b.shape, np.float32),
+    "image": img.astype(np.float32) / 127.5 - 1.0,
+    "boundary": b.astype(np.float32),
+    "orientation": np.where(b, np.asarray(example["orientation"])[annotator], 0).astype(np.float32),
+    "valid": np.asarray(example["valid"])[annotator].astype(np.float32),
+    "mask": np.ones(b.shape, np.float32),
   }
 
 
@@ -63,8 +66,11 @@ def dense_labels(ob, annotator):
   h, w = int(ob["height"]), int(ob["width"])
   mine = np.asarray(ob["annotator"]) == annotator
   idx = np.asarray(ob["index"])[mine]
-  out = {"boundaries": np.zeros(h * w, bool), "orientation": np.zeros(h * w, np.float32),
-         "valid": np.zeros(h * w, bool)}
+  out = {
+    "boundaries": np.zeros(h * w, bool),
+    "orientation": np.zeros(h * w, np.float32),
+    "valid": np.zeros(h * w, bool),
+  }
   out["boundaries"][idx] = True
   out["orientation"][idx] = np.asarray(ob["orientation"])[mine]
   out["valid"][idx] = np.asarray(ob["valid"])[mine]
@@ -73,9 +79,9 @@ def dense_labels(ob, annotator):
 
 def _fix_orientation(s, fn):
   out = dict(s)
-  out["orientation"] = np.where(s["boundary"] > 0,
-                                wrap_angle(fn(s["orientation"])),
-                                0).astype(np.float32)
+  out["orientation"] = np.where(s["boundary"] > 0, wrap_angle(fn(s["orientation"])), 0).astype(
+    np.float32
+  )
   return out
 
 
@@ -108,7 +114,7 @@ def crop(s, y0, x0, h, w):
     ys, xs = max(y0, 0), max(x0, 0)
     ye, xe = min(y0 + h, H), min(x0 + w, W)
     if ye > ys and xe > xs:
-      pad[ys - y0:ye - y0, xs - x0:xe - x0] = v[ys:ye, xs:xe]
+      pad[ys - y0 : ye - y0, xs - x0 : xe - x0] = v[ys:ye, xs:xe]
     out[k] = pad
   return out
 
@@ -148,8 +154,9 @@ def resize_sample(s, h, w):
   fy, fx = h / H, w / W
   interp = cv2.INTER_AREA if fy * fx < 1 else cv2.INTER_LINEAR
   out = {"image": cv2.resize(s["image"], (w, h), interpolation=interp)}
-  out["mask"] = (cv2.resize(s["mask"], (w, h), interpolation=cv2.INTER_NEAREST)
-                 > 0).astype(np.float32)
+  out["mask"] = (cv2.resize(s["mask"], (w, h), interpolation=cv2.INTER_NEAREST) > 0).astype(
+    np.float32
+  )
   b = s["boundary"] > 0
   ys, xs = np.nonzero(b)
   src_y, src_x = [ys], [xs]
@@ -219,12 +226,18 @@ class ExpandedSource:
 
   def __getitem__(self, i):
     ex = self.base[i // self.num_variants]
-    return {"sample": geometric_variant(decode(ex), i % self.num_variants),
-            "id": ex["id"]}
+    return {"sample": geometric_variant(decode(ex), i % self.num_variants), "id": ex["id"]}
 
 
-def train_sample(sample, rng, crop_size, scale_range=(1.0, 1.0),
-                 flips=True, rotations=True, photometric_strength=1.0):
+def train_sample(
+  sample,
+  rng,
+  crop_size,
+  scale_range=(1.0, 1.0),
+  flips=True,
+  rotations=True,
+  photometric_strength=1.0,
+):
   """Online training augmentation of one sample to a fixed (crop_size) shape.
 
   Random scale, 90-degree rotation, left-right flip, crop, photometric jitter,
@@ -243,14 +256,32 @@ def train_sample(sample, rng, crop_size, scale_range=(1.0, 1.0),
   Returns:
     A sample of spatial size crop_size.
   """
+
   def window(y0, y1, x0, x1):
     return {k: v[y0:y1, x0:x1] for k, v in sample.items()}
-  return augment(window, sample["mask"].shape, rng, crop_size, scale_range,
-                 flips, rotations, photometric_strength)
+
+  return augment(
+    window,
+    sample["mask"].shape,
+    rng,
+    crop_size,
+    scale_range,
+    flips,
+    rotations,
+    photometric_strength,
+  )
 
 
-def train_example(example, annotator, rng, crop_size, scale_range=(1.0, 1.0),
-                  flips=True, rotations=True, photometric_strength=1.0):
+def train_example(
+  example,
+  annotator,
+  rng,
+  crop_size,
+  scale_range=(1.0, 1.0),
+  flips=True,
+  rotations=True,
+  photometric_strength=1.0,
+):
   """`train_sample` of `decode(example, annotator)`, decoding only the crop's window.
 
   `example` holds dense [A, H, W] labels, or the builder's sparse `ob` pixels
@@ -272,9 +303,8 @@ def train_example(example, annotator, rng, crop_size, scale_range=(1.0, 1.0),
     hw = np.asarray(example["boundaries"]).shape[1:]
 
   def window(y0, y1, x0, x1):
-    win = {"image": np.asarray(example["image"])[y0:y1, x0:x1],
-           "id": example.get("id")}
-    if "ob" in example:   # sparse OB pixels -> dense maps of the window only
+    win = {"image": np.asarray(example["image"])[y0:y1, x0:x1], "id": example.get("id")}
+    if "ob" in example:  # sparse OB pixels -> dense maps of the window only
       inside = (ys >= y0) & (ys < y1) & (xs >= x0) & (xs < x1)
       yy, xx = ys[inside] - y0, xs[inside] - x0
       shape = (1, y1 - y0, x1 - x0)
@@ -286,21 +316,33 @@ def train_example(example, annotator, rng, crop_size, scale_range=(1.0, 1.0),
       win["valid"][0, yy, xx] = ok[inside]
     else:
       for k in ("boundaries", "orientation", "valid"):
-        win[k] = np.asarray(example[k])[annotator:annotator + 1, y0:y1, x0:x1]
+        win[k] = np.asarray(example[k])[annotator : annotator + 1, y0:y1, x0:x1]
     return decode(win, 0)
-  return augment(window, hw, rng, crop_size, scale_range, flips, rotations,
-                 photometric_strength)
+
+  return augment(window, hw, rng, crop_size, scale_range, flips, rotations, photometric_strength)
 
 
 def _rotated_rect(rect, k, h, w):
   """Rows/cols [r0, r1) x [c0, c1) of `np.rot90(a, k)` -> the same pixels' rect in a [h, w]."""
   r0, r1, c0, c1 = rect
-  return {0: (r0, r1, c0, c1), 1: (c0, c1, w - r1, w - r0),
-          2: (h - r1, h - r0, w - c1, w - c0), 3: (h - c1, h - c0, r0, r1)}[k]
+  return {
+    0: (r0, r1, c0, c1),
+    1: (c0, c1, w - r1, w - r0),
+    2: (h - r1, h - r0, w - c1, w - c0),
+    3: (h - c1, h - c0, r0, r1),
+  }[k]
 
 
-def augment(window, hw, rng, crop_size, scale_range=(1.0, 1.0), flips=True,
-            rotations=True, photometric_strength=1.0):
+def augment(
+  window,
+  hw,
+  rng,
+  crop_size,
+  scale_range=(1.0, 1.0),
+  flips=True,
+  rotations=True,
+  photometric_strength=1.0,
+):
   """Crop-first scale / rot90 / flip / crop / photometric of an (H, W) source.
 
   The random draws (and their order) are those of the whole-image recipe
@@ -327,8 +369,7 @@ def augment(window, hw, rng, crop_size, scale_range=(1.0, 1.0), flips=True,
   sy0, sy1, sx0, sx1 = _rotated_rect((y0, y0 + ch, x0, x0 + cw), k, h2, w2)
   if (h2, w2) == (H, W):
     oy0, oy1, ox0, ox1 = max(sy0, 0), min(sy1, H), max(sx0, 0), min(sx1, W)
-    s = crop(window(oy0, oy1, ox0, ox1), sy0 - oy0, sx0 - ox0, sy1 - sy0,
-             sx1 - sx0)
+    s = crop(window(oy0, oy1, ox0, ox1), sy0 - oy0, sx0 - ox0, sy1 - sy0, sx1 - sx0)
   else:
     fy, fx = h2 / H, w2 / W
     # Source pixels whose (area / bilinear) footprint reaches the window.
@@ -338,8 +379,7 @@ def augment(window, hw, rng, crop_size, scale_range=(1.0, 1.0), flips=True,
     ox1 = min(int(np.ceil((min(sx1, w2) + 0.5) / fx - 0.5)) + 2, W)
     ty0, ty1 = int(round(oy0 * fy)), int(round(oy1 * fy))
     tx0, tx1 = int(round(ox0 * fx)), int(round(ox1 * fx))
-    s = resize_sample(window(oy0, oy1, ox0, ox1), max(ty1 - ty0, 1),
-                      max(tx1 - tx0, 1))
+    s = resize_sample(window(oy0, oy1, ox0, ox1), max(ty1 - ty0, 1), max(tx1 - tx0, 1))
     s = crop(s, sy0 - ty0, sx0 - tx0, sy1 - sy0, sx1 - sx0)
   if k:
     s = rot90(s, k)
@@ -359,11 +399,10 @@ def pad_to_multiple(image, multiple):
   """
   h, w = image.shape[:2]
   ph, pw = -h % multiple, -w % multiple
-  padded = np.pad(image, ((0, ph), (0, pw)) + ((0, 0),) * (image.ndim - 2),
-                  mode="edge")
+  padded = np.pad(image, ((0, ph), (0, pw)) + ((0, 0),) * (image.ndim - 2), mode="edge")
   return padded, (h, w)
 
 
 def crop_back(pred, hw):
   """Inverse of `pad_to_multiple` for a prediction [H', W', ...]."""
-  return pred[:hw[0], :hw[1]]
+  return pred[: hw[0], : hw[1]]

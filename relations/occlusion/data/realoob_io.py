@@ -84,8 +84,7 @@ def decode_orientation(v):
     float32 array of the same shape, radians in [-pi, pi].
   """
   v = np.asarray(v)
-  return (v.astype(np.float64) / 65535.0 * 2.0 * np.pi - np.pi).astype(
-      np.float32)
+  return (v.astype(np.float64) / 65535.0 * 2.0 * np.pi - np.pi).astype(np.float32)
 
 
 def encode_probability(prob):
@@ -125,11 +124,9 @@ def _read_png(path, dtype, field):
   if img is None:
     raise RealOOBFormatError(f"{path}: {field} is not a readable PNG")
   if img.ndim != 2:
-    raise RealOOBFormatError(
-        f"{path}: {field} must be single-channel, got shape {img.shape}")
+    raise RealOOBFormatError(f"{path}: {field} must be single-channel, got shape {img.shape}")
   if img.dtype != dtype:
-    raise RealOOBFormatError(
-        f"{path}: {field} must be {np.dtype(dtype).name}, got {img.dtype}")
+    raise RealOOBFormatError(f"{path}: {field} must be {np.dtype(dtype).name}, got {img.dtype}")
   return img
 
 
@@ -137,8 +134,7 @@ def _write_png(path, array):
   """Writes a 2-D uint8/uint16 array as PNG atomically (temp + rename)."""
   array = np.ascontiguousarray(array)
   if array.ndim != 2 or array.dtype not in (np.uint8, np.uint16):
-    raise ValueError(f"{path}: expected a 2-D uint8/uint16 array, got "
-                     f"{array.dtype} {array.shape}")
+    raise ValueError(f"{path}: expected a 2-D uint8/uint16 array, got {array.dtype} {array.shape}")
   ok, buf = cv2.imencode(".png", array)
   if not ok:
     raise OSError(f"{path}: PNG encoding failed")
@@ -151,8 +147,8 @@ def _read_binary_mask(path, field):
   if bad.any():
     y, x = np.argwhere(bad)[0]
     raise RealOOBFormatError(
-        f"{path}: {field} must hold only 0 and 255, found {int(img[y, x])} "
-        f"at (y={y}, x={x})")
+      f"{path}: {field} must hold only 0 and 255, found {int(img[y, x])} at (y={y}, x={x})"
+    )
   return img == 255
 
 
@@ -204,7 +200,7 @@ def read_depth(path):
   The file stores uint16 millimetres with 0 = missing.
   """
   mm = _read_png(path, np.uint16, "depth")
-  return (mm.astype(np.float32) / 1000.0)
+  return mm.astype(np.float32) / 1000.0
 
 
 def write_depth(path, depth_m):
@@ -249,8 +245,7 @@ def image_path(root, image_id):
     p = os.path.join(root, IMAGES, image_id + ext)
     if os.path.isfile(p):
       return p
-  raise RealOOBFormatError(
-      f"{os.path.join(root, IMAGES, image_id)}.{{png,jpg}}: image is missing")
+  raise RealOOBFormatError(f"{os.path.join(root, IMAGES, image_id)}.{{png,jpg}}: image is missing")
 
 
 def read_split(root, split):
@@ -281,8 +276,10 @@ def list_ids(root, field=BOUNDARIES):
   if not os.path.isdir(directory):
     raise RealOOBFormatError(f"{directory}: directory is missing")
   return sorted(
-      name[:-4] for name in os.listdir(directory)
-      if name.endswith(".png") and not name.startswith(".tmp_"))
+    name[:-4]
+    for name in os.listdir(directory)
+    if name.endswith(".png") and not name.startswith(".tmp_")
+  )
 
 
 def read_gt(root, image_id, with_depth=False):
@@ -303,9 +300,9 @@ def read_gt(root, image_id, with_depth=False):
       or valid pixels lie outside the boundary mask.
   """
   out = {
-      "boundaries": read_boundaries(field_path(root, BOUNDARIES, image_id)),
-      "orientation": read_orientation(field_path(root, ORIENTATION, image_id)),
-      "valid": read_valid(field_path(root, VALID, image_id)),
+    "boundaries": read_boundaries(field_path(root, BOUNDARIES, image_id)),
+    "orientation": read_orientation(field_path(root, ORIENTATION, image_id)),
+    "valid": read_valid(field_path(root, VALID, image_id)),
   }
   if with_depth:
     out["depth"] = read_depth(field_path(root, DEPTH, image_id))
@@ -313,12 +310,12 @@ def read_gt(root, image_id, with_depth=False):
   for k, v in out.items():
     if v.shape != shape:
       raise RealOOBFormatError(
-          f"{field_path(root, k, image_id)}: {k} has shape {v.shape}, "
-          f"boundaries has {shape}")
+        f"{field_path(root, k, image_id)}: {k} has shape {v.shape}, boundaries has {shape}"
+      )
   if (out["valid"] & ~out["boundaries"]).any():
     raise RealOOBFormatError(
-        f"{field_path(root, VALID, image_id)}: valid pixels outside the "
-        "boundary mask")
+      f"{field_path(root, VALID, image_id)}: valid pixels outside the boundary mask"
+    )
   return out
 
 
@@ -344,8 +341,9 @@ def read_prediction(root, image_id, with_orientation=True):
     out["orientation"] = read_orientation(path)
     if out["orientation"].shape != out["boundaries"].shape:
       raise RealOOBFormatError(
-          f"{path}: orientation has shape {out['orientation'].shape}, "
-          f"boundaries has {out['boundaries'].shape}")
+        f"{path}: orientation has shape {out['orientation'].shape}, "
+        f"boundaries has {out['boundaries'].shape}"
+      )
   return out
 
 

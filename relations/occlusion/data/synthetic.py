@@ -61,7 +61,7 @@ _BG_DEPTH = (7.0, 9.0)  # metres
 
 def _disk_offsets(radius):
   r = int(radius)
-  dy, dx = np.mgrid[-r:r + 1, -r:r + 1]
+  dy, dx = np.mgrid[-r : r + 1, -r : r + 1]
   keep = (dx * dx + dy * dy <= radius * radius) & ((dx != 0) | (dy != 0))
   return dy[keep], dx[keep]
 
@@ -70,10 +70,8 @@ def _shift(a, dy, dx, fill):
   """out[y, x] = a[y + dy, x + dx], `fill` outside the image."""
   h, w = a.shape
   out = np.full_like(a, fill)
-  ys, yd = (slice(dy, h), slice(0, h - dy)) if dy >= 0 else (
-      slice(0, h + dy), slice(-dy, h))
-  xs, xd = (slice(dx, w), slice(0, w - dx)) if dx >= 0 else (
-      slice(0, w + dx), slice(-dx, w))
+  ys, yd = (slice(dy, h), slice(0, h - dy)) if dy >= 0 else (slice(0, h + dy), slice(-dy, h))
+  xs, xd = (slice(dx, w), slice(0, w - dx)) if dx >= 0 else (slice(0, w + dx), slice(-dx, w))
   out[yd, xd] = a[ys, xs]
   return out
 
@@ -119,8 +117,7 @@ def labels_from_surfaces(depth, obj, u, border=BORDER):
     nearer = (depth < d_q) | ((depth == d_q) & (obj < o_q))
     mine = change & nearer
     boundary |= mine
-    max_step = np.where(mine, np.maximum(max_step, np.nan_to_num(d_q - depth)),
-                        max_step)
+    max_step = np.where(mine, np.maximum(max_step, np.nan_to_num(d_q - depth)), max_step)
   n = np.zeros((h, w, 2))
   for dy, dx in zip(*_disk_offsets(_NORMAL_RADIUS)):
     norm = np.hypot(dx, dy)
@@ -130,11 +127,10 @@ def labels_from_surfaces(depth, obj, u, border=BORDER):
     n[..., 0] += behind * (dx / norm)
     n[..., 1] += behind * (dy / norm)
   theta = wrap_angle(np.arctan2(n[..., 1], n[..., 0]) - np.pi / 2)
-  valid = boundary & (max_step >= _STEP_M) & (np.hypot(n[..., 0], n[..., 1])
-                                               > 1e-6)
+  valid = boundary & (max_step >= _STEP_M) & (np.hypot(n[..., 0], n[..., 1]) > 1e-6)
   if border > 0:
     keep = np.zeros((h, w), bool)
-    keep[border:h - border, border:w - border] = True
+    keep[border : h - border, border : w - border] = True
     boundary &= keep
     valid &= keep
   theta = np.where(boundary, theta, 0.0).astype(np.float32)
@@ -148,8 +144,7 @@ def labels_from_surfaces(depth, obj, u, border=BORDER):
 
 def _polygon_mask(h, w, pts):
   m = np.zeros((h, w), np.uint8)
-  cv2.fillPoly(m, [np.round(pts * 16).astype(np.int32)], 1, lineType=cv2.LINE_8,
-               shift=4)
+  cv2.fillPoly(m, [np.round(pts * 16).astype(np.int32)], 1, lineType=cv2.LINE_8, shift=4)
   return m.astype(bool)
 
 
@@ -248,9 +243,8 @@ def _fold_surfaces(rng, h, w, xx, yy, obj_id, d0, albedo_fn):
   alb = albedo_fn(xx, yy)
   shade = rng.uniform(0.6, 0.8)  # the back of the sheet faces away: darker
   return [
-      _Surface(base, depth_base, obj_id, xx, yy, alb, True),
-      _Surface(flap, depth_base + lift * t, obj_id, mx, my,
-               albedo_fn(mx, my) * shade, True),
+    _Surface(base, depth_base, obj_id, xx, yy, alb, True),
+    _Surface(flap, depth_base + lift * t, obj_id, mx, my, albedo_fn(mx, my) * shade, True),
   ]
 
 
@@ -271,9 +265,17 @@ def render_scene(rng, height, width, hard_negative=False):
   yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
   surfaces = []
   bg_alb = _texture(rng, xx, yy, rng.uniform(0.2, 0.8, 3))
-  surfaces.append(_Surface(np.ones((h, w), bool),
-                           _plane(rng, xx, yy, rng.uniform(*_BG_DEPTH), 0.01),
-                           0, xx, yy, bg_alb, False))
+  surfaces.append(
+    _Surface(
+      np.ones((h, w), bool),
+      _plane(rng, xx, yy, rng.uniform(*_BG_DEPTH), 0.01),
+      0,
+      xx,
+      yy,
+      bg_alb,
+      False,
+    )
+  )
   n_obj = 0 if hard_negative else int(rng.integers(2, 6))
   levels = np.sort(rng.uniform(1.5, 6.0, n_obj))[::-1]
   for i in range(n_obj):
@@ -285,15 +287,15 @@ def render_scene(rng, height, width, hard_negative=False):
       return _texture(np.random.default_rng(seed), ux, uy, base)
 
     if rng.uniform() < 0.2:
-      surfaces += _fold_surfaces(rng, h, w, xx, yy, obj_id, levels[i],
-                                 albedo_fn)
+      surfaces += _fold_surfaces(rng, h, w, xx, yy, obj_id, levels[i], albedo_fn)
       continue
     mask, _ = _random_shape(rng, h, w, xx, yy)
     d0 = levels[i]
     if i > 0 and rng.uniform() < 0.25:
       d0 = levels[i - 1] - rng.uniform(0.005, 0.03)  # touching: invalid OB
-    surfaces.append(_Surface(mask, _plane(rng, xx, yy, d0, 0.003), obj_id,
-                             xx, yy, albedo_fn(xx, yy), True))
+    surfaces.append(
+      _Surface(mask, _plane(rng, xx, yy, d0, 0.003), obj_id, xx, yy, albedo_fn(xx, yy), True)
+    )
 
   # Z-buffer.
   depth = np.full((h, w), np.inf)
@@ -330,8 +332,15 @@ def render_scene(rng, height, width, hard_negative=False):
   image = np.clip(np.rint(img * 255), 0, 255).astype(np.uint8)
 
   boundaries, orientation, valid = labels_from_surfaces(depth, obj, u)
-  return dict(image=image, depth=depth, obj=obj, u=u, boundaries=boundaries,
-              orientation=orientation, valid=valid)
+  return dict(
+    image=image,
+    depth=depth,
+    obj=obj,
+    u=u,
+    boundaries=boundaries,
+    orientation=orientation,
+    valid=valid,
+  )
 
 
 # ----------------------------------------------------------------------------
@@ -348,12 +357,10 @@ def _write_image(path, rgb):
 
 def scene_seed(seed, split, index):
   """Per-scene seed, so any scene can be re-rendered on its own."""
-  return np.random.SeedSequence([seed, {"train": 0, "test": 1,
-                                        "hard_negatives": 2}[split], index])
+  return np.random.SeedSequence([seed, {"train": 0, "test": 1, "hard_negatives": 2}[split], index])
 
 
-def write_dataset(out, num_train, num_test, num_hard_negatives=0, seed=0,
-                  size=(64, 64)):
+def write_dataset(out, num_train, num_test, num_hard_negatives=0, seed=0, size=(64, 64)):
   """Writes a synthetic dataset in the RealOOB layout (with depth).
 
   Args:
@@ -374,10 +381,10 @@ def write_dataset(out, num_train, num_test, num_hard_negatives=0, seed=0,
       image_id = f"{split}_{i:05d}"
       rng = np.random.default_rng(scene_seed(seed, split, i))
       sc = render_scene(rng, h, w)
-      _write_image(os.path.join(out, realoob_io.IMAGES, image_id + ".png"),
-                   sc["image"])
-      realoob_io.write_gt(out, image_id, sc["boundaries"], sc["orientation"],
-                          sc["valid"], depth_m=sc["depth"])
+      _write_image(os.path.join(out, realoob_io.IMAGES, image_id + ".png"), sc["image"])
+      realoob_io.write_gt(
+        out, image_id, sc["boundaries"], sc["orientation"], sc["valid"], depth_m=sc["depth"]
+      )
       ids[split].append(image_id)
     realoob_io.write_split(out, split, ids[split])
   ids["hard_negatives"] = []
@@ -385,8 +392,7 @@ def write_dataset(out, num_train, num_test, num_hard_negatives=0, seed=0,
     image_id = f"hardneg_{i:05d}"
     rng = np.random.default_rng(scene_seed(seed, "hard_negatives", i))
     sc = render_scene(rng, h, w, hard_negative=True)
-    _write_image(os.path.join(out, "hard_negatives", image_id + ".png"),
-                 sc["image"])
+    _write_image(os.path.join(out, "hard_negatives", image_id + ".png"), sc["image"])
     ids["hard_negatives"].append(image_id)
   return ids
 
@@ -412,11 +418,18 @@ def main(argv=None):
   p.add_argument("--seed", type=int, default=0)
   p.add_argument("--size", default="64x64", help="HxW in pixels")
   args = p.parse_args(argv)
-  ids = write_dataset(args.out, args.num_train, args.num_test,
-                      args.num_hard_negatives, args.seed,
-                      parse_size(args.size))
-  print(f"wrote {len(ids['train'])} train, {len(ids['test'])} test, "
-        f"{len(ids['hard_negatives'])} hard negatives to {args.out}")
+  ids = write_dataset(
+    args.out,
+    args.num_train,
+    args.num_test,
+    args.num_hard_negatives,
+    args.seed,
+    parse_size(args.size),
+  )
+  print(
+    f"wrote {len(ids['train'])} train, {len(ids['test'])} test, "
+    f"{len(ids['hard_negatives'])} hard negatives to {args.out}"
+  )
 
 
 if __name__ == "__main__":

@@ -11,8 +11,7 @@ _EPS = np.finfo(np.float64).eps  # MATLAB eps
 
 def rpf(cnt_r, sum_r, cnt_p, sum_p):
   """R = cntR/max(eps,sumR), P = cntP/max(eps,sumP), F = 2PR/max(eps,P+R)."""
-  cnt_r, sum_r, cnt_p, sum_p = (np.asarray(a, np.float64)
-                                for a in (cnt_r, sum_r, cnt_p, sum_p))
+  cnt_r, sum_r, cnt_p, sum_p = (np.asarray(a, np.float64) for a in (cnt_r, sum_r, cnt_p, sum_p))
   r = cnt_r / np.maximum(_EPS, sum_r)
   p = cnt_p / np.maximum(_EPS, sum_p)
   return r, p, _f(p, r)
@@ -80,8 +79,9 @@ def summarize(thresholds, cnt_r, sum_r, cnt_p, sum_p):
     dict with ODS, ODS_R, ODS_P, ODS_T, OIS, OIS_R, OIS_P, AP and the
     dataset curve R, P, F ([K] lists).
   """
-  cnt_r, sum_r, cnt_p, sum_p = (np.atleast_2d(np.asarray(a, np.float64))
-                                for a in (cnt_r, sum_r, cnt_p, sum_p))
+  cnt_r, sum_r, cnt_p, sum_p = (
+    np.atleast_2d(np.asarray(a, np.float64)) for a in (cnt_r, sum_r, cnt_p, sum_p)
+  )
   t = np.asarray(thresholds, np.float64)
   r, p, f = rpf(cnt_r.sum(0), sum_r.sum(0), cnt_p.sum(0), sum_p.sum(0))
   ods_r, ods_p, ods_f, ods_t = best_rpf(t, r, p)
@@ -89,9 +89,19 @@ def summarize(thresholds, cnt_r, sum_r, cnt_p, sum_p):
   _, _, fi = rpf(cnt_r, sum_r, cnt_p, sum_p)
   k = np.argmax(fi, axis=1)
   rows = np.arange(cnt_r.shape[0])
-  oi_r, oi_p, oi_f = rpf(cnt_r[rows, k].sum(), sum_r[rows, k].sum(),
-                         cnt_p[rows, k].sum(), sum_p[rows, k].sum())
-  return dict(ODS=ods_f, ODS_R=ods_r, ODS_P=ods_p, ODS_T=ods_t,
-              OIS=float(oi_f), OIS_R=float(oi_r), OIS_P=float(oi_p),
-              AP=average_precision(r, p), R=r.tolist(), P=p.tolist(),
-              F=f.tolist())
+  oi_r, oi_p, oi_f = rpf(
+    cnt_r[rows, k].sum(), sum_r[rows, k].sum(), cnt_p[rows, k].sum(), sum_p[rows, k].sum()
+  )
+  return dict(
+    ODS=ods_f,
+    ODS_R=ods_r,
+    ODS_P=ods_p,
+    ODS_T=ods_t,
+    OIS=float(oi_f),
+    OIS_R=float(oi_r),
+    OIS_P=float(oi_p),
+    AP=average_precision(r, p),
+    R=r.tolist(),
+    P=p.tolist(),
+    F=f.tolist(),
+  )

@@ -46,23 +46,29 @@ def check_matcher(matcher, bsds_seed=0):
       says how to install it).
   """
   if matcher not in image_eval.MATCHERS:
-    raise ValueError(f"matcher must be one of {image_eval.MATCHERS}, got "
-                     f"{matcher!r}")
+    raise ValueError(f"matcher must be one of {image_eval.MATCHERS}, got {matcher!r}")
   if not 0 <= int(bsds_seed) < 1 << 40:
     raise ValueError(f"bsds_seed must be in [0, 2^40), got {bsds_seed}")
   if matcher == "bsds":
     bsds.require()
 
 
-def _score_one(sample, protocol, nthresh, max_dist, border, with_ac,
-               matcher="exact", bsds_seed=0):
+def _score_one(sample, protocol, nthresh, max_dist, border, with_ac, matcher="exact", bsds_seed=0):
   if isinstance(sample, _LazyPair):
     sample = sample._load()  # pylint: disable=protected-access
   counts = image_eval.evaluate_image(
-      sample["prob"], sample["gts"], sample.get("theta_pred"),
-      sample.get("theta_gts"), sample.get("valids"), protocol=protocol,
-      nthresh=nthresh, max_dist=max_dist, border=border, matcher=matcher,
-      bsds_seed=bsds_seed)
+    sample["prob"],
+    sample["gts"],
+    sample.get("theta_pred"),
+    sample.get("theta_gts"),
+    sample.get("valids"),
+    protocol=protocol,
+    nthresh=nthresh,
+    max_dist=max_dist,
+    border=border,
+    matcher=matcher,
+    bsds_seed=bsds_seed,
+  )
   if with_ac:
     counts["crispness"] = nms.crispness(sample["prob"])
   return counts
@@ -82,16 +88,20 @@ def summarize_counts(per_image, valid_only=False):
   if not per_image:
     raise ValueError("no images to summarize")
   thr = per_image[0]["thresholds"]
-  stack = {k: np.stack([c[k] for c in per_image]) for k in
-           image_eval.COUNT_KEYS}
+  stack = {k: np.stack([c[k] for c in per_image]) for k in image_eval.COUNT_KEYS}
   curves = {}
   for name, (a, b, c, d) in image_eval.CURVES.items():
-    curves[name] = aggregate.summarize(thr, stack[a], stack[b], stack[c],
-                                       stack[d])
+    curves[name] = aggregate.summarize(thr, stack[a], stack[b], stack[c], stack[d])
   o = curves["valid_poc" if valid_only else "poc"]
   b = curves["boundary"]
-  out = {"B-ODS": b["ODS"], "B-OIS": b["OIS"], "B-AP": b["AP"],
-         "O-ODS": o["ODS"], "O-OIS": o["OIS"], "O-AP": o["AP"]}
+  out = {
+    "B-ODS": b["ODS"],
+    "B-OIS": b["OIS"],
+    "B-AP": b["AP"],
+    "O-ODS": o["ODS"],
+    "O-OIS": o["OIS"],
+    "O-AP": o["AP"],
+  }
   cr = [c["crispness"] for c in per_image if "crispness" in c]
   cr = [x for x in cr if np.isfinite(x)]
   out["AC"] = float(np.mean(cr)) if cr else float("nan")
@@ -102,9 +112,18 @@ def summarize_counts(per_image, valid_only=False):
   return out
 
 
-def evaluate_arrays(samples, protocol="doob", valid_only=False, border=0,
-                    nthresh=99, max_dist=0.0075, with_ac=True,
-                    num_workers=None, matcher="exact", bsds_seed=0):
+def evaluate_arrays(
+  samples,
+  protocol="doob",
+  valid_only=False,
+  border=0,
+  nthresh=99,
+  max_dist=0.0075,
+  with_ac=True,
+  num_workers=None,
+  matcher="exact",
+  bsds_seed=0,
+):
   """Scores in-memory predictions.
 
   Args:
@@ -132,8 +151,10 @@ def evaluate_arrays(samples, protocol="doob", valid_only=False, border=0,
   for i, s in enumerate(samples):
     h, w = np.shape(s["prob"])[:2]
     if border * 2 >= min(h, w):  # border_mask would exclude every pixel: nothing to score
-      raise ValueError(f"image {s.get('id', i)}: a {border}-pixel border leaves no pixel of "
-                       f"the {h}x{w} image; expected --border <= {(min(h, w) - 1) // 2}")
+      raise ValueError(
+        f"image {s.get('id', i)}: a {border}-pixel border leaves no pixel of "
+        f"the {h}x{w} image; expected --border <= {(min(h, w) - 1) // 2}"
+      )
   workers = num_workers or min(len(samples), os.cpu_count() or 1) or 1
   args = (protocol, nthresh, max_dist, border, with_ac, matcher)
 
@@ -157,8 +178,7 @@ def _png_shape(path):
     head = f.read(24)
   if len(head) < 24 or head[:8] != b"\x89PNG\r\n\x1a\n":
     return None
-  return (int.from_bytes(head[20:24], "big"), int.from_bytes(head[16:20],
-                                                             "big"))
+  return (int.from_bytes(head[20:24], "big"), int.from_bytes(head[16:20], "big"))
 
 
 def check_dir(gt_dir, pred_dir, ids, with_orientation=True):
@@ -169,8 +189,12 @@ def check_dir(gt_dir, pred_dir, ids, with_orientation=True):
   """
   problems = []
   for i in ids:
-    need = [(gt_dir, realoob_io.BOUNDARIES), (gt_dir, realoob_io.ORIENTATION),
-            (gt_dir, realoob_io.VALID), (pred_dir, realoob_io.BOUNDARIES)]
+    need = [
+      (gt_dir, realoob_io.BOUNDARIES),
+      (gt_dir, realoob_io.ORIENTATION),
+      (gt_dir, realoob_io.VALID),
+      (pred_dir, realoob_io.BOUNDARIES),
+    ]
     if with_orientation:
       need.append((pred_dir, realoob_io.ORIENTATION))
     shapes = {}
@@ -185,13 +209,14 @@ def check_dir(gt_dir, pred_dir, ids, with_orientation=True):
       else:
         shapes[p] = shape
     if len(set(shapes.values())) > 1:
-      problems.append(f"{i}: sizes differ (predictions must be at the GT's "
-                      "native resolution): " + ", ".join(
-                          f"{p} {h}x{w}" for p, (h, w) in shapes.items()))
+      problems.append(
+        f"{i}: sizes differ (predictions must be at the GT's "
+        "native resolution): " + ", ".join(f"{p} {h}x{w}" for p, (h, w) in shapes.items())
+      )
   if problems:
     raise realoob_io.RealOOBFormatError(
-        f"{len(problems)} problem(s) with the inputs:\n  " +
-        "\n  ".join(problems))
+      f"{len(problems)} problem(s) with the inputs:\n  " + "\n  ".join(problems)
+    )
 
 
 def load_pair(gt_dir, pred_dir, image_id, with_orientation=True):
@@ -200,12 +225,18 @@ def load_pair(gt_dir, pred_dir, image_id, with_orientation=True):
   pr = realoob_io.read_prediction(pred_dir, image_id, with_orientation)
   if pr["boundaries"].shape != gt["boundaries"].shape:
     raise realoob_io.RealOOBFormatError(
-        f"{image_id}: prediction {realoob_io.field_path(pred_dir, 'boundaries', image_id)} "
-        f"has shape {pr['boundaries'].shape}, GT has "
-        f"{gt['boundaries'].shape} (predictions must be at native resolution)")
-  return {"id": image_id, "prob": pr["boundaries"],
-          "theta_pred": pr.get("orientation"), "gts": [gt["boundaries"]],
-          "theta_gts": [gt["orientation"]], "valids": [gt["valid"]]}
+      f"{image_id}: prediction {realoob_io.field_path(pred_dir, 'boundaries', image_id)} "
+      f"has shape {pr['boundaries'].shape}, GT has "
+      f"{gt['boundaries'].shape} (predictions must be at native resolution)"
+    )
+  return {
+    "id": image_id,
+    "prob": pr["boundaries"],
+    "theta_pred": pr.get("orientation"),
+    "gts": [gt["boundaries"]],
+    "theta_gts": [gt["orientation"]],
+    "valids": [gt["valid"]],
+  }
 
 
 class _LazyPair:
@@ -227,10 +258,21 @@ class _LazyPair:
     return self._load().get(key, default)
 
 
-def evaluate_dir(gt_dir, pred_dir, protocol="doob", valid_only=True, border=2,
-                 split=None, ids=None, nthresh=99, max_dist=0.0075,
-                 with_orientation=True, num_workers=None, matcher="exact",
-                 bsds_seed=0):
+def evaluate_dir(
+  gt_dir,
+  pred_dir,
+  protocol="doob",
+  valid_only=True,
+  border=2,
+  split=None,
+  ids=None,
+  nthresh=99,
+  max_dist=0.0075,
+  with_orientation=True,
+  num_workers=None,
+  matcher="exact",
+  bsds_seed=0,
+):
   """Scores a prediction directory against a RealOOB-layout GT directory.
 
   Args:
@@ -250,8 +292,7 @@ def evaluate_dir(gt_dir, pred_dir, protocol="doob", valid_only=True, border=2,
     `evaluate_arrays` dict plus "ids".
   """
   if ids is None:
-    ids = (realoob_io.read_split(gt_dir, split) if split else
-           realoob_io.list_ids(gt_dir))
+    ids = realoob_io.read_split(gt_dir, split) if split else realoob_io.list_ids(gt_dir)
   ids = list(ids)
   check_matcher(matcher, bsds_seed)
   if not ids:
@@ -259,9 +300,16 @@ def evaluate_dir(gt_dir, pred_dir, protocol="doob", valid_only=True, border=2,
   check_dir(gt_dir, pred_dir, ids, with_orientation)
   # Samples are decoded lazily inside the workers to bound memory.
   samples = (_LazyPair(gt_dir, pred_dir, i, with_orientation) for i in ids)
-  out = evaluate_arrays(samples, protocol=protocol, valid_only=valid_only,
-                        border=border, nthresh=nthresh, max_dist=max_dist,
-                        num_workers=num_workers, matcher=matcher,
-                        bsds_seed=bsds_seed)
+  out = evaluate_arrays(
+    samples,
+    protocol=protocol,
+    valid_only=valid_only,
+    border=border,
+    nthresh=nthresh,
+    max_dist=max_dist,
+    num_workers=num_workers,
+    matcher=matcher,
+    bsds_seed=bsds_seed,
+  )
   out["ids"] = ids
   return out

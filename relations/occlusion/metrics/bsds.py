@@ -25,10 +25,11 @@ import threading
 import numpy as np
 
 INSTALL_HINT = (
-    "matcher 'bsds' needs pyEdgeEval 0.2.8 (the BSDS C++ matcher), an sdist "
-    "that must be built without isolation: pip install Cython==3.3.1 && pip "
-    "install --no-build-isolation pyedgeeval==0.2.8  (the `bsds` extra; see "
-    "relations/occlusion/README.md, 'Which matcher')")
+  "matcher 'bsds' needs pyEdgeEval 0.2.8 (the BSDS C++ matcher), an sdist "
+  "that must be built without isolation: pip install Cython==3.3.1 && pip "
+  "install --no-build-isolation pyedgeeval==0.2.8  (the `bsds` extra; see "
+  "relations/occlusion/README.md, 'Which matcher')"
+)
 
 # Serialises the matcher calls of one seeded image (see the module docstring).
 LOCK = threading.Lock()
@@ -86,9 +87,9 @@ def correspond(pred_mask, gt_mask, max_dist):
   Returns:
     (pred_yx, gt_yx): int64 [n, 2] each, row i a matched pair.
   """
-  match1 = correspond_fn()(np.asarray(pred_mask, np.float64),
-                           np.asarray(gt_mask, np.float64),
-                           max_dist=max_dist)[0]
+  match1 = correspond_fn()(
+    np.asarray(pred_mask, np.float64), np.asarray(gt_mask, np.float64), max_dist=max_dist
+  )[0]
   h = match1.shape[0]
   p = np.argwhere(match1 > 0)
   # 1-based column-major (MATLAB) linear index of the matched GT pixel.

@@ -39,8 +39,7 @@ TABLE_COLUMNS = ("B-ODS", "B-OIS", "B-AP", "AC", "O-ODS", "O-OIS", "O-AP")
 def format_table(summary, name="prediction"):
   """Table 3 layout: one header row, one row of 3-decimal fractions."""
   head = f"{'method':<20}" + "".join(f"{c:>8}" for c in TABLE_COLUMNS)
-  row = f"{name[:20]:<20}" + "".join(f"{summary[c]:>8.3f}"
-                                     for c in TABLE_COLUMNS)
+  row = f"{name[:20]:<20}" + "".join(f"{summary[c]:>8.3f}" for c in TABLE_COLUMNS)
   return head + "\n" + row
 
 
@@ -50,54 +49,95 @@ def _write_json(path, obj):
 
 def build_parser():
   p = cli_errors.ArgumentParser(
-      prog="python -m relations.evaluate occlusion",
-      description="Oriented occlusion-boundary evaluation (B-/O- ODS, OIS, "
-      "AP and AC) without MATLAB.")
-  p.add_argument("--gt", required=True, type=cli_errors.existing_dir,
-                 help="GT root: RealOOB layout, PIOD root (Data/, "
-                 "val_doc_2010.txt), BSDS-ownership root (testfg/, "
-                 "trainfg/), or a folder of PIOD / BSDS-ownership .mat files")
-  p.add_argument("--gt-format", default="auto",
-                 choices=("auto",) + gt_readers.FORMATS,
-                 help="GT format (default: detected from --gt; an error "
-                 "when ambiguous)")
-  p.add_argument("--pred", required=True, type=cli_errors.existing_dir,
-                 help="prediction root")
-  p.add_argument("--protocol", default="doob", choices=("doob", "seval"),
-                 help="doob: edge_nms once (default); seval: thin per "
-                 "threshold, no NMS")
-  p.add_argument("--valid-only", dest="valid_only", action="store_true",
-                 default=None, help="O-metrics on valid-orientation GT "
-                 "(valid_poc; default for realoob)")
-  p.add_argument("--all-orientations", dest="valid_only",
-                 action="store_false", help="O-metrics by doobscripts _poc "
-                 "on every GT pixel (ignore valid/; default for piod and "
-                 "bsds_ownership)")
-  p.add_argument("--border", type=cli_errors.int_in(0, 10000), default=None,
-                 help="border exclusion in pixels (default: realoob 2, "
-                 "piod / bsds_ownership 0 as in doobscripts)")
-  p.add_argument("--split", default=None,
-                 help="realoob: ids from splits/X.txt (default: every id); "
-                 "piod / bsds_ownership roots: test (default: "
-                 "val_doc_2010.txt / testfg) or train")
+    prog="python -m relations.evaluate occlusion",
+    description="Oriented occlusion-boundary evaluation (B-/O- ODS, OIS, "
+    "AP and AC) without MATLAB.",
+  )
+  p.add_argument(
+    "--gt",
+    required=True,
+    type=cli_errors.existing_dir,
+    help="GT root: RealOOB layout, PIOD root (Data/, "
+    "val_doc_2010.txt), BSDS-ownership root (testfg/, "
+    "trainfg/), or a folder of PIOD / BSDS-ownership .mat files",
+  )
+  p.add_argument(
+    "--gt-format",
+    default="auto",
+    choices=("auto",) + gt_readers.FORMATS,
+    help="GT format (default: detected from --gt; an error when ambiguous)",
+  )
+  p.add_argument("--pred", required=True, type=cli_errors.existing_dir, help="prediction root")
+  p.add_argument(
+    "--protocol",
+    default="doob",
+    choices=("doob", "seval"),
+    help="doob: edge_nms once (default); seval: thin per threshold, no NMS",
+  )
+  p.add_argument(
+    "--valid-only",
+    dest="valid_only",
+    action="store_true",
+    default=None,
+    help="O-metrics on valid-orientation GT (valid_poc; default for realoob)",
+  )
+  p.add_argument(
+    "--all-orientations",
+    dest="valid_only",
+    action="store_false",
+    help="O-metrics by doobscripts _poc "
+    "on every GT pixel (ignore valid/; default for piod and "
+    "bsds_ownership)",
+  )
+  p.add_argument(
+    "--border",
+    type=cli_errors.int_in(0, 10000),
+    default=None,
+    help="border exclusion in pixels (default: realoob 2, "
+    "piod / bsds_ownership 0 as in doobscripts)",
+  )
+  p.add_argument(
+    "--split",
+    default=None,
+    help="realoob: ids from splits/X.txt (default: every id); "
+    "piod / bsds_ownership roots: test (default: "
+    "val_doc_2010.txt / testfg) or train",
+  )
   p.add_argument("--nthresh", type=cli_errors.int_in(1, 10000), default=99)
-  p.add_argument("--max-dist", type=cli_errors.float_in(0, 1, lo_open=True),
-                 default=0.0075,
-                 help="tolerance, fraction of the image diagonal")
-  p.add_argument("--matcher", default="exact", choices=("exact", "bsds"),
-                 help="exact: maximum matching, deterministic (default); "
-                 "bsds: the BSDS correspondPixels C++ via pyEdgeEval, as "
-                 "published tables (random, a few pairs fewer, slower)")
-  p.add_argument("--bsds-seed", type=int, default=0,
-                 help="--matcher bsds: seed image i with N+i for a "
-                 "reproducible run (default 0: seeded from the clock, as "
-                 "BSDS)")
-  p.add_argument("--no-orientation", action="store_true",
-                 help="predictions have no orientation/ (B-metrics only)")
-  p.add_argument("--output", default=None, type=cli_errors.output_file,
-                 help="metrics JSON path")
-  p.add_argument("--plot", default=None, type=cli_errors.output_file,
-                 help="PR-curve PNG (default: next to --output)")
+  p.add_argument(
+    "--max-dist",
+    type=cli_errors.float_in(0, 1, lo_open=True),
+    default=0.0075,
+    help="tolerance, fraction of the image diagonal",
+  )
+  p.add_argument(
+    "--matcher",
+    default="exact",
+    choices=("exact", "bsds"),
+    help="exact: maximum matching, deterministic (default); "
+    "bsds: the BSDS correspondPixels C++ via pyEdgeEval, as "
+    "published tables (random, a few pairs fewer, slower)",
+  )
+  p.add_argument(
+    "--bsds-seed",
+    type=int,
+    default=0,
+    help="--matcher bsds: seed image i with N+i for a "
+    "reproducible run (default 0: seeded from the clock, as "
+    "BSDS)",
+  )
+  p.add_argument(
+    "--no-orientation",
+    action="store_true",
+    help="predictions have no orientation/ (B-metrics only)",
+  )
+  p.add_argument("--output", default=None, type=cli_errors.output_file, help="metrics JSON path")
+  p.add_argument(
+    "--plot",
+    default=None,
+    type=cli_errors.output_file,
+    help="PR-curve PNG (default: next to --output)",
+  )
   p.add_argument("--name", default=None, help="method name for the table")
   p.add_argument("--workers", type=cli_errors.int_in(1, 1024), default=None)
   return p
@@ -114,32 +154,46 @@ def main(argv=None):
     return 2
   try:
     summary = gt_readers.evaluate_dir(
-        args.gt, args.pred,
-        gt_format=None if args.gt_format == "auto" else args.gt_format,
-        protocol=args.protocol, valid_only=args.valid_only,
-        border=args.border, split=args.split, nthresh=args.nthresh,
-        max_dist=args.max_dist, with_orientation=not args.no_orientation,
-        num_workers=args.workers, matcher=args.matcher,
-        bsds_seed=args.bsds_seed)
-  except (realoob_io.RealOOBFormatError,
-          occlusion_formats.OcclusionFormatError) as e:
+      args.gt,
+      args.pred,
+      gt_format=None if args.gt_format == "auto" else args.gt_format,
+      protocol=args.protocol,
+      valid_only=args.valid_only,
+      border=args.border,
+      split=args.split,
+      nthresh=args.nthresh,
+      max_dist=args.max_dist,
+      with_orientation=not args.no_orientation,
+      num_workers=args.workers,
+      matcher=args.matcher,
+      bsds_seed=args.bsds_seed,
+    )
+  except (realoob_io.RealOOBFormatError, occlusion_formats.OcclusionFormatError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
   name = args.name or os.path.basename(os.path.normpath(args.pred))
   print(format_table(summary, name))
-  print(f"({summary['num_images']} images, gt={summary['gt_format']}, "
-        f"protocol={args.protocol}, matcher={args.matcher}, "
-        f"O-curve={summary['o_curve']}, "
-        f"border={summary['border']}px, "
-        f"{time.time() - t0:.1f}s)")
+  print(
+    f"({summary['num_images']} images, gt={summary['gt_format']}, "
+    f"protocol={args.protocol}, matcher={args.matcher}, "
+    f"O-curve={summary['o_curve']}, "
+    f"border={summary['border']}px, "
+    f"{time.time() - t0:.1f}s)"
+  )
   result = {k: summary[k] for k in api.HEADLINE}
   result.update(
-      gt_format=summary["gt_format"], protocol=args.protocol,
-      matcher=args.matcher, bsds_seed=args.bsds_seed,
-      o_curve=summary["o_curve"], border=summary["border"],
-      max_dist=args.max_dist,
-      num_images=summary["num_images"], ids=summary["ids"],
-      thresholds=summary["thresholds"], curves=summary["curves"])
+    gt_format=summary["gt_format"],
+    protocol=args.protocol,
+    matcher=args.matcher,
+    bsds_seed=args.bsds_seed,
+    o_curve=summary["o_curve"],
+    border=summary["border"],
+    max_dist=args.max_dist,
+    num_images=summary["num_images"],
+    ids=summary["ids"],
+    thresholds=summary["thresholds"],
+    curves=summary["curves"],
+  )
   plot = args.plot
   if args.output:
     _write_json(args.output, result)

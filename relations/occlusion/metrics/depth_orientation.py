@@ -79,8 +79,7 @@ def _orient(bnd, depth, ys, xs, radius, dists, min_rel_step, theta, commit):
     commit[y, x] = True
 
 
-def orientation_from_depth(boundaries, depth, radius=3, distances=(2, 3, 4),
-                           min_rel_step=0.05):
+def orientation_from_depth(boundaries, depth, radius=3, distances=(2, 3, 4), min_rel_step=0.05):
   """Orientation at boundary pixels from depth, with a commit mask.
 
   Args:
@@ -95,14 +94,21 @@ def orientation_from_depth(boundaries, depth, radius=3, distances=(2, 3, 4),
      committed bool [H, W] subset of `boundaries`).
   """
   bnd = np.ascontiguousarray(boundaries, np.bool_)
-  d = np.ascontiguousarray(np.nan_to_num(np.asarray(depth, np.float64),
-                                         nan=0.0))
+  d = np.ascontiguousarray(np.nan_to_num(np.asarray(depth, np.float64), nan=0.0))
   if bnd.shape != d.shape:
     raise ValueError(f"boundaries {bnd.shape} and depth {d.shape} differ")
   ys, xs = np.nonzero(bnd)
   theta = np.zeros(bnd.shape, np.float64)
   commit = np.zeros(bnd.shape, np.bool_)
-  _orient(bnd, d, ys.astype(np.int64), xs.astype(np.int64), int(radius),
-          np.asarray(distances, np.float64), float(min_rel_step), theta,
-          commit)
+  _orient(
+    bnd,
+    d,
+    ys.astype(np.int64),
+    xs.astype(np.int64),
+    int(radius),
+    np.asarray(distances, np.float64),
+    float(min_rel_step),
+    theta,
+    commit,
+  )
   return theta.astype(np.float32), commit

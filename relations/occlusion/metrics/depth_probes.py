@@ -70,10 +70,12 @@ def depth_canny(depth, sigma=np.sqrt(2.0), low=0.1, high=0.2):
   n = np.where(ok, (d - lo) / max(hi - lo, 1e-12), 0.0).astype(np.float32)
   n = cv2.GaussianBlur(n, (0, 0), sigma, borderType=cv2.BORDER_REFLECT)
   scale = 1000.0
-  dx = np.clip(np.rint(cv2.Sobel(n, cv2.CV_32F, 1, 0, ksize=3) * scale),
-               -32767, 32767).astype(np.int16)
-  dy = np.clip(np.rint(cv2.Sobel(n, cv2.CV_32F, 0, 1, ksize=3) * scale),
-               -32767, 32767).astype(np.int16)
+  dx = np.clip(np.rint(cv2.Sobel(n, cv2.CV_32F, 1, 0, ksize=3) * scale), -32767, 32767).astype(
+    np.int16
+  )
+  dy = np.clip(np.rint(cv2.Sobel(n, cv2.CV_32F, 0, 1, ksize=3) * scale), -32767, 32767).astype(
+    np.int16
+  )
   e = cv2.Canny(dx, dy, low * scale, high * scale, L2gradient=True)
   return e > 0
 
@@ -135,8 +137,9 @@ def si_bf1(depth, boundaries, valid, theta_gt):
     p, r = float(np.mean(ps)), float(np.mean(rr))
     f1s.append(2 * p * r / (p + r) if p + r > 0 else 0.0)
     rs.append(r)
-  return dict(F1_w=float(np.sum(np.array(f1s) * weights)),
-              R_w=float(np.sum(np.array(rs) * weights)))
+  return dict(
+    F1_w=float(np.sum(np.array(f1s) * weights)), R_w=float(np.sum(np.array(rs) * weights))
+  )
 
 
 def ratio_edge_map(depth):
@@ -153,14 +156,12 @@ def ratio_edge_map(depth):
 
 def ordering_counts(depth, valid, theta_gt, **orient_kwargs):
   """(v) counts: (|B_valid|, committed, correct)."""
-  theta, commit = depth_orientation.orientation_from_depth(
-      valid, depth, **orient_kwargs)
+  theta, commit = depth_orientation.orientation_from_depth(valid, depth, **orient_kwargs)
   ok = commit & image_eval.orientation_correct(theta, theta_gt)
   return int(valid.sum()), int(commit.sum()), int(ok.sum())
 
 
-def evaluate_depth(samples, protocols=("i", "ii", "iii", "iv", "v"),
-                   num_workers=None):
+def evaluate_depth(samples, protocols=("i", "ii", "iii", "iv", "v"), num_workers=None):
   """Runs the depth probes.
 
   Args:
@@ -204,13 +205,10 @@ def evaluate_depth(samples, protocols=("i", "ii", "iii", "iv", "v"),
     arr = []
     for s in samples:
       e = ratio_edge_map(s["depth"])
-      theta, _ = depth_orientation.orientation_from_depth(
-          e >= 0.01, s["depth"])
+      theta, _ = depth_orientation.orientation_from_depth(e >= 0.01, s["depth"])
       v = np.asarray(s["valid"], bool) & np.asarray(s["boundaries"], bool)
-      arr.append(dict(prob=e, theta_pred=theta, gts=[v],
-                      theta_gts=[s["orientation"]]))
-    res = api.evaluate_arrays(arr, valid_only=False, with_ac=False,
-                              num_workers=num_workers)
+      arr.append(dict(prob=e, theta_pred=theta, gts=[v], theta_gts=[s["orientation"]]))
+    res = api.evaluate_arrays(arr, valid_only=False, with_ac=False, num_workers=num_workers)
     for k in ("B-ODS", "B-OIS", "B-AP", "O-ODS", "O-OIS", "O-AP"):
       out[k] = res[k]
   if "v" in protocols:

@@ -60,8 +60,7 @@ GTFormatError = occlusion_formats.OcclusionFormatError
 
 
 def _mat_files(directory):
-  return sorted(n for n in os.listdir(directory)
-                if n.endswith(".mat") and not n.startswith("."))
+  return sorted(n for n in os.listdir(directory) if n.endswith(".mat") and not n.startswith("."))
 
 
 def _sniff_mat(path):
@@ -103,19 +102,21 @@ def detect_format(gt_dir):
       fmt = _sniff_mat(path)
       if fmt is None:
         raise GTFormatError(
-            f"{path}: holds neither 'bndinfo_pascal' (PIOD) nor 'gtStruct' "
-            "(BSDS ownership); pass --gt-format")
+          f"{path}: holds neither 'bndinfo_pascal' (PIOD) nor 'gtStruct' "
+          "(BSDS ownership); pass --gt-format"
+        )
       return fmt
   if len(found) == 1:
     return found[0]
   if found:
     raise GTFormatError(
-        f"{gt_dir}: ambiguous GT format (looks like {' and '.join(found)}); "
-        "pass --gt-format")
+      f"{gt_dir}: ambiguous GT format (looks like {' and '.join(found)}); pass --gt-format"
+    )
   raise GTFormatError(
-      f"{gt_dir}: unknown GT format: expected boundaries/ (realoob), Data/ "
-      "(piod), testfg/ or trainfg/ (bsds_ownership), or a folder of .mat "
-      "files; pass --gt-format")
+    f"{gt_dir}: unknown GT format: expected boundaries/ (realoob), Data/ "
+    "(piod), testfg/ or trainfg/ (bsds_ownership), or a folder of .mat "
+    "files; pass --gt-format"
+  )
 
 
 def _read_id_list(path):
@@ -146,20 +147,23 @@ def list_gt_files(gt_dir, gt_format, split=None):
   if not os.path.isdir(gt_dir):
     raise GTFormatError(f"{gt_dir}: GT directory is missing")
   j = lambda *p: os.path.join(gt_dir, *p)
-  is_root = (os.path.isdir(j("Data")) if gt_format == "piod" else
-             os.path.isdir(j("testfg")) or os.path.isdir(j("trainfg")))
+  is_root = (
+    os.path.isdir(j("Data"))
+    if gt_format == "piod"
+    else os.path.isdir(j("testfg")) or os.path.isdir(j("trainfg"))
+  )
   if not is_root:
     if split is not None:
       raise GTFormatError(
-          f"{gt_dir}: --split needs the dataset root (with "
-          f"{'Data/' if gt_format == 'piod' else 'testfg/, trainfg/'}); "
-          "a folder of .mat files is evaluated whole")
+        f"{gt_dir}: --split needs the dataset root (with "
+        f"{'Data/' if gt_format == 'piod' else 'testfg/, trainfg/'}); "
+        "a folder of .mat files is evaluated whole"
+      )
     names = _mat_files(gt_dir)
     return [(n[:-4], j(n)) for n in names]
   split = split or "test"
   if split not in ("test", "train"):
-    raise GTFormatError(
-        f"{gt_dir}: {gt_format} has splits 'test' and 'train', got {split!r}")
+    raise GTFormatError(f"{gt_dir}: {gt_format} has splits 'test' and 'train', got {split!r}")
   if gt_format == "piod":
     lst = j("val_doc_2010.txt")
     if not os.path.isfile(lst):
@@ -198,10 +202,15 @@ def read_annotations(path, gt_format):
     anns = [occlusion_formats.read_piod(path)]
   else:
     anns = occlusion_formats.read_bsds_ownership(path)
-  theta = [np.where(a["boundaries"] & ~a["valid"], np.float32(np.nan),
-                    a["orientation"]).astype(np.float32) for a in anns]
-  return {"gts": [a["boundaries"] for a in anns], "theta_gts": theta,
-          "valids": [a["valid"] for a in anns]}
+  theta = [
+    np.where(a["boundaries"] & ~a["valid"], np.float32(np.nan), a["orientation"]).astype(np.float32)
+    for a in anns
+  ]
+  return {
+    "gts": [a["boundaries"] for a in anns],
+    "theta_gts": theta,
+    "valids": [a["valid"] for a in anns],
+  }
 
 
 def _compact(ann):
@@ -267,19 +276,30 @@ def load_checked(files, gt_format, pred_dir, with_orientation=True):
         problems.append(f"{image_id}: {p} is not a PNG file")
       elif shape is not None and hw != tuple(shape):
         problems.append(
-            f"{image_id}: sizes differ (predictions must be at the GT's "
-            f"native resolution): {p} {hw[0]}x{hw[1]}, {path} "
-            f"{shape[0]}x{shape[1]}")
+          f"{image_id}: sizes differ (predictions must be at the GT's "
+          f"native resolution): {p} {hw[0]}x{hw[1]}, {path} "
+          f"{shape[0]}x{shape[1]}"
+        )
   if problems:
-    raise GTFormatError(f"{len(problems)} problem(s) with the inputs:\n  " +
-                        "\n  ".join(problems))
+    raise GTFormatError(f"{len(problems)} problem(s) with the inputs:\n  " + "\n  ".join(problems))
   return gts
 
 
-def evaluate_dir(gt_dir, pred_dir, gt_format=None, split=None, border=None,
-                 valid_only=None, protocol="doob", nthresh=99,
-                 max_dist=0.0075, with_orientation=True, num_workers=None,
-                 matcher="exact", bsds_seed=0):
+def evaluate_dir(
+  gt_dir,
+  pred_dir,
+  gt_format=None,
+  split=None,
+  border=None,
+  valid_only=None,
+  protocol="doob",
+  nthresh=99,
+  max_dist=0.0075,
+  with_orientation=True,
+  num_workers=None,
+  matcher="exact",
+  bsds_seed=0,
+):
   """Scores a prediction directory against GT of any supported format.
 
   Args:
@@ -306,29 +326,59 @@ def evaluate_dir(gt_dir, pred_dir, gt_format=None, split=None, border=None,
   border = DEFAULT_BORDER[fmt] if border is None else border
   valid_only = DEFAULT_VALID_ONLY[fmt] if valid_only is None else valid_only
   if fmt == "realoob":
-    out = api.evaluate_dir(gt_dir, pred_dir, protocol=protocol,
-                           valid_only=valid_only, border=border, split=split,
-                           nthresh=nthresh, max_dist=max_dist,
-                           with_orientation=with_orientation,
-                           num_workers=num_workers, matcher=matcher,
-                           bsds_seed=bsds_seed)
+    out = api.evaluate_dir(
+      gt_dir,
+      pred_dir,
+      protocol=protocol,
+      valid_only=valid_only,
+      border=border,
+      split=split,
+      nthresh=nthresh,
+      max_dist=max_dist,
+      with_orientation=with_orientation,
+      num_workers=num_workers,
+      matcher=matcher,
+      bsds_seed=bsds_seed,
+    )
   else:
     files = list_gt_files(gt_dir, fmt, split)
     if not files:
       raise GTFormatError(f"{gt_dir}: no images to evaluate")
     gts = load_checked(files, fmt, pred_dir, with_orientation)
     ids = [i for i, _ in files]
-    out = _evaluate_mat(pred_dir, ids, gts, protocol, valid_only, border,
-                        nthresh, max_dist, with_orientation, num_workers,
-                        matcher, bsds_seed)
+    out = _evaluate_mat(
+      pred_dir,
+      ids,
+      gts,
+      protocol,
+      valid_only,
+      border,
+      nthresh,
+      max_dist,
+      with_orientation,
+      num_workers,
+      matcher,
+      bsds_seed,
+    )
     out["ids"] = ids
   out.update(gt_format=fmt, border=border, valid_only=valid_only)
   return out
 
 
-def _evaluate_mat(pred_dir, ids, gts, protocol, valid_only, border, nthresh,
-                  max_dist, with_orientation, num_workers, matcher="exact",
-                  bsds_seed=0):
+def _evaluate_mat(
+  pred_dir,
+  ids,
+  gts,
+  protocol,
+  valid_only,
+  border,
+  nthresh,
+  max_dist,
+  with_orientation,
+  num_workers,
+  matcher="exact",
+  bsds_seed=0,
+):
   """Scores checked .mat GT; each image is decoded inside its worker."""
 
   def score(index):
@@ -336,10 +386,18 @@ def _evaluate_mat(pred_dir, ids, gts, protocol, valid_only, border, nthresh,
     pr = realoob_io.read_prediction(pred_dir, image_id, with_orientation)
     ann = _expand(gts[image_id])
     counts = image_eval.evaluate_image(
-        pr["boundaries"], ann["gts"], pr.get("orientation"),
-        ann["theta_gts"], ann["valids"], protocol=protocol, nthresh=nthresh,
-        max_dist=max_dist, border=border, matcher=matcher,
-        bsds_seed=api.image_seed(bsds_seed, index))
+      pr["boundaries"],
+      ann["gts"],
+      pr.get("orientation"),
+      ann["theta_gts"],
+      ann["valids"],
+      protocol=protocol,
+      nthresh=nthresh,
+      max_dist=max_dist,
+      border=border,
+      matcher=matcher,
+      bsds_seed=api.image_seed(bsds_seed, index),
+    )
     counts["crispness"] = nms.crispness(pr["boundaries"])
     return counts
 

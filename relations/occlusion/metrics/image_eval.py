@@ -27,9 +27,19 @@ from relations.occlusion.metrics import thin
 
 PROTOCOLS = ("doob", "seval")
 MATCHERS = ("exact", "bsds")
-COUNT_KEYS = ("cnt_r", "sum_r", "cnt_p", "sum_p", "cnt_r_occ", "cnt_p_occ",
-              "cnt_r_valid", "sum_r_valid", "cnt_r_occ_valid",
-              "cnt_p_occ_valid", "sum_p_valid")
+COUNT_KEYS = (
+  "cnt_r",
+  "sum_r",
+  "cnt_p",
+  "sum_p",
+  "cnt_r_occ",
+  "cnt_p_occ",
+  "cnt_r_valid",
+  "sum_r_valid",
+  "cnt_r_occ_valid",
+  "cnt_p_occ_valid",
+  "sum_p_valid",
+)
 
 
 def orientation_correct(theta_pred, theta_gt):
@@ -41,8 +51,9 @@ def orientation_correct(theta_pred, theta_gt):
   Returns:
     bool array: the circular difference is at most 90 degrees (inclusive).
   """
-  d = np.mod(np.abs(np.asarray(theta_pred, np.float64) -
-                    np.asarray(theta_gt, np.float64)), 2 * np.pi)
+  d = np.mod(
+    np.abs(np.asarray(theta_pred, np.float64) - np.asarray(theta_gt, np.float64)), 2 * np.pi
+  )
   return (d <= np.pi / 2) | (d >= 3 * np.pi / 2)
 
 
@@ -55,12 +66,11 @@ def border_mask(shape, border):
   """bool [H, W], True inside the image minus a `border`-pixel frame."""
   m = np.zeros(shape, bool)
   if border * 2 < shape[0] and border * 2 < shape[1]:
-    m[border:shape[0] - border, border:shape[1] - border] = True
+    m[border : shape[0] - border, border : shape[1] - border] = True
   return m
 
 
-def _bsds_group(yx, bucket, kk, shape, gts, theta_gts, valids, theta_pred,
-                max_dist, flags):
+def _bsds_group(yx, bucket, kk, shape, gts, theta_gts, valids, theta_pred, max_dist, flags):
   """`matching.sweep_counts` for one group of nested sets, on the BSDS matcher.
 
   Calls the matcher once per threshold (ascending) and annotator, the order
@@ -71,8 +81,9 @@ def _bsds_group(yx, bucket, kk, shape, gts, theta_gts, valids, theta_pred,
     dict of int64 [kk] GT-side counts (cnt_r, cnt_r_occ, cnt_r_valid,
     cnt_r_occ_valid), summed over annotators.
   """
-  out = {k: np.zeros(kk, np.int64) for k in
-         ("cnt_r", "cnt_r_occ", "cnt_r_valid", "cnt_r_occ_valid")}
+  out = {
+    k: np.zeros(kk, np.int64) for k in ("cnt_r", "cnt_r_occ", "cnt_r_valid", "cnt_r_occ_valid")
+  }
   index = np.full(shape, -1, np.int64)
   index[yx[:, 0], yx[:, 1]] = np.arange(len(yx))
   for j in range(kk):
@@ -83,8 +94,7 @@ def _bsds_group(yx, bucket, kk, shape, gts, theta_gts, valids, theta_pred,
       p, q = bsds.correspond(pred, g, max_dist)
       li = index[p[:, 0], p[:, 1]]
       tp = theta_pred[li] if theta_pred is not None else np.zeros(len(li))
-      tq = (np.asarray(tg, np.float64)[q[:, 0], q[:, 1]] if tg is not None
-            else np.zeros(len(q)))
+      tq = np.asarray(tg, np.float64)[q[:, 0], q[:, 1]] if tg is not None else np.zeros(len(q))
       ok = orientation_correct(tp, tq)
       vq = v[q[:, 0], q[:, 1]]
       f = 1 | np.where(ok, 2, 0) | np.where(vq, 4, 0) | np.where(ok & vq, 8, 0)
@@ -106,9 +116,19 @@ def _flag_counts(out, flags, sum_p, rows):
   out["sum_p_valid"][rows] = sum_p[rows] - only_invalid.sum(1)
 
 
-def evaluate_image(prob, gts, theta_pred=None, theta_gts=None, valids=None,
-                   protocol="doob", nthresh=99, max_dist=0.0075, border=0,
-                   matcher="exact", bsds_seed=0):
+def evaluate_image(
+  prob,
+  gts,
+  theta_pred=None,
+  theta_gts=None,
+  valids=None,
+  protocol="doob",
+  nthresh=99,
+  max_dist=0.0075,
+  border=0,
+  matcher="exact",
+  bsds_seed=0,
+):
   """Counts for one image.
 
   Args:
@@ -153,8 +173,7 @@ def evaluate_image(prob, gts, theta_pred=None, theta_gts=None, valids=None,
   thr = thresholds(nthresh)
   thr32 = thr.astype(np.float32)
   inside = border_mask(shape, border) if border > 0 else None
-  gts = [np.asarray(g, bool) & inside if inside is not None else
-         np.asarray(g, bool) for g in gts]
+  gts = [np.asarray(g, bool) & inside if inside is not None else np.asarray(g, bool) for g in gts]
   if theta_gts is None:
     theta_gts = [None] * len(gts)
   if valids is None:
@@ -192,19 +211,19 @@ def evaluate_image(prob, gts, theta_pred=None, theta_gts=None, valids=None,
       bsds.reseed(bsds_seed)
     for yx_g, bucket_g, kk, rows in groups:
       flags = np.zeros((kk, len(yx_g)), np.uint8)
-      tp = (np.asarray(theta_pred, np.float64)[yx_g[:, 0], yx_g[:, 1]]
-            if theta_pred is not None else None)
+      tp = (
+        np.asarray(theta_pred, np.float64)[yx_g[:, 0], yx_g[:, 1]]
+        if theta_pred is not None
+        else None
+      )
       if matcher == "bsds":
-        res = _bsds_group(yx_g, bucket_g, kk, shape, gts, theta_gts, valids,
-                          tp, max_dist, flags)
+        res = _bsds_group(yx_g, bucket_g, kk, shape, gts, theta_gts, valids, tp, max_dist, flags)
         for key, val in res.items():
           out[key][rows] += val
       else:
         for g, tg, v in zip(gts, theta_gts, valids):
-          res = matching.sweep_counts(yx_g, bucket_g, g, md, kk, tp, tg, v,
-                                      flags=flags)
-          for key in ("cnt_r", "cnt_r_occ", "cnt_r_valid",
-                      "cnt_r_occ_valid"):
+          res = matching.sweep_counts(yx_g, bucket_g, g, md, kk, tp, tg, v, flags=flags)
+          for key in ("cnt_r", "cnt_r_occ", "cnt_r_valid", "cnt_r_occ_valid"):
             out[key][rows] += res[key]
       _flag_counts(out, flags, sum_p, rows)
   finally:
@@ -221,12 +240,10 @@ def evaluate_image(prob, gts, theta_pred=None, theta_gts=None, valids=None,
 # "valid_poc" and "valid_orr" are the validity-aware candidates (recall over
 # valid-orientation GT only).
 CURVES = {
-    "boundary": ("cnt_r", "sum_r", "cnt_p", "sum_p"),
-    "poc": ("cnt_r", "sum_r", "cnt_p_occ", "sum_p"),
-    "aoc": ("cnt_r", "sum_r", "cnt_p_occ", "cnt_p"),
-    "o": ("cnt_r_occ", "sum_r", "cnt_p_occ", "sum_p"),
-    "valid_poc": ("cnt_r_valid", "sum_r_valid", "cnt_p_occ_valid",
-                  "sum_p_valid"),
-    "valid_orr": ("cnt_r_occ_valid", "sum_r_valid", "cnt_p_occ_valid",
-                  "sum_p_valid"),
+  "boundary": ("cnt_r", "sum_r", "cnt_p", "sum_p"),
+  "poc": ("cnt_r", "sum_r", "cnt_p_occ", "sum_p"),
+  "aoc": ("cnt_r", "sum_r", "cnt_p_occ", "cnt_p"),
+  "o": ("cnt_r_occ", "sum_r", "cnt_p_occ", "sum_p"),
+  "valid_poc": ("cnt_r_valid", "sum_r_valid", "cnt_p_occ_valid", "sum_p_valid"),
+  "valid_orr": ("cnt_r_occ_valid", "sum_r_valid", "cnt_p_occ_valid", "sum_p_valid"),
 }

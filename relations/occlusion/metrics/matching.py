@@ -47,7 +47,7 @@ def window_offsets(max_dist_px):
     max_dist_px^2 (the BSDS test in doubles) and cost = rint(100 * dist).
   """
   r = int(math.ceil(max_dist_px))
-  dy, dx = np.mgrid[-r:r + 1, -r:r + 1]
+  dy, dx = np.mgrid[-r : r + 1, -r : r + 1]
   dy = dy.ravel()
   dx = dx.ravel()
   d2 = (dy * dy + dx * dx).astype(np.float64)
@@ -55,8 +55,7 @@ def window_offsets(max_dist_px):
   dy, dx, d2 = dy[keep], dx[keep], d2[keep]
   cost = np.rint(np.sqrt(d2) * COST_MULTIPLIER).astype(np.int64)
   order = np.lexsort((dx, dy, cost))
-  return (dy[order].astype(np.int32), dx[order].astype(np.int32),
-          cost[order])
+  return (dy[order].astype(np.int32), dx[order].astype(np.int32), cost[order])
 
 
 @numba.njit(cache=True, nogil=True)
@@ -134,8 +133,24 @@ def _heap_pop(hk, hv, size):
 
 
 @numba.njit(cache=True, nogil=True)
-def _insert(v, start, nbr, wgt, mate_l, mate_r, mate_w, pi_l, pi_r, dist,
-            pred, pred_w, settled, touched, hk, hv):
+def _insert(
+  v,
+  start,
+  nbr,
+  wgt,
+  mate_l,
+  mate_r,
+  mate_w,
+  pi_l,
+  pi_r,
+  dist,
+  pred,
+  pred_w,
+  settled,
+  touched,
+  hk,
+  hv,
+):
   """Inserts prediction node v and restores optimality (one Hungarian row).
 
   Node ids: L nodes 0..nl-1, R nodes nl..nl+nr-1, sink nl+nr.  Returns the
@@ -254,8 +269,23 @@ def _insert(v, start, nbr, wgt, mate_l, mate_r, mate_w, pi_l, pi_r, dist,
 
 
 @numba.njit(cache=True, nogil=True)
-def _sweep(start, nbr, wgt, bucket, nr, nthr, theta_p, theta_g, valid_g,
-           flags, pred_gid, cnt_r, cnt_r_occ, cnt_r_valid, cnt_r_occ_valid):
+def _sweep(
+  start,
+  nbr,
+  wgt,
+  bucket,
+  nr,
+  nthr,
+  theta_p,
+  theta_g,
+  valid_g,
+  flags,
+  pred_gid,
+  cnt_r,
+  cnt_r_occ,
+  cnt_r_valid,
+  cnt_r_occ_valid,
+):
   """Inserts L nodes (sorted by decreasing bucket) and records counts.
 
   bucket[l] = highest threshold index k with E >= t_k.  After all nodes with
@@ -287,9 +317,24 @@ def _sweep(start, nbr, wgt, bucket, nr, nthr, theta_p, theta_g, valid_g,
   i = 0
   for k in range(nthr - 1, -1, -1):
     while i < nl and bucket[i] >= k:
-      total_settled += _insert(i, start, nbr, wgt, mate_l, mate_r, mate_w,
-                               pi_l, pi_r, dist, pred, pred_w, settled, touched,
-                               hk, hv)
+      total_settled += _insert(
+        i,
+        start,
+        nbr,
+        wgt,
+        mate_l,
+        mate_r,
+        mate_w,
+        pi_l,
+        pi_r,
+        dist,
+        pred,
+        pred_w,
+        settled,
+        touched,
+        hk,
+        hv,
+      )
       i += 1
     c = 0
     co = 0
@@ -350,8 +395,17 @@ def prepare_graph(pred_yx, gt_mask, max_dist_px):
   return dict(gt_yx=gt_yx, keep=keep, start=start, nbr=nbr, wgt=wgt)
 
 
-def sweep_counts(pred_yx, bucket, gt_mask, max_dist_px, nthr, theta_pred=None,
-                 theta_gt=None, valid_gt=None, flags=None):
+def sweep_counts(
+  pred_yx,
+  bucket,
+  gt_mask,
+  max_dist_px,
+  nthr,
+  theta_pred=None,
+  theta_gt=None,
+  valid_gt=None,
+  flags=None,
+):
   """Per-threshold optimal matchings for nested prediction sets.
 
   Args:
@@ -386,16 +440,29 @@ def sweep_counts(pred_yx, bucket, gt_mask, max_dist_px, nthr, theta_pred=None,
   if valid_gt is None:
     valid_gt = gt_mask
   tp = np.ascontiguousarray(np.asarray(theta_pred, np.float64)[keep])
-  tg = np.ascontiguousarray(
-      np.asarray(theta_gt, np.float64)[gt_yx[:, 0], gt_yx[:, 1]])
-  vg = np.ascontiguousarray(np.asarray(valid_gt, bool)[gt_yx[:, 0],
-                                                       gt_yx[:, 1]])
-  out = {k: np.zeros(nthr, np.int64) for k in
-         ("cnt_r", "cnt_r_occ", "cnt_r_valid", "cnt_r_occ_valid")}
+  tg = np.ascontiguousarray(np.asarray(theta_gt, np.float64)[gt_yx[:, 0], gt_yx[:, 1]])
+  vg = np.ascontiguousarray(np.asarray(valid_gt, bool)[gt_yx[:, 0], gt_yx[:, 1]])
+  out = {
+    k: np.zeros(nthr, np.int64) for k in ("cnt_r", "cnt_r_occ", "cnt_r_valid", "cnt_r_occ_valid")
+  }
   bk = np.ascontiguousarray(np.asarray(bucket, np.int64)[keep])
-  _sweep(g["start"], g["nbr"], g["wgt"], bk, len(gt_yx), nthr, tp, tg, vg,
-         flags, keep.astype(np.int64), out["cnt_r"], out["cnt_r_occ"],
-         out["cnt_r_valid"], out["cnt_r_occ_valid"])
+  _sweep(
+    g["start"],
+    g["nbr"],
+    g["wgt"],
+    bk,
+    len(gt_yx),
+    nthr,
+    tp,
+    tg,
+    vg,
+    flags,
+    keep.astype(np.int64),
+    out["cnt_r"],
+    out["cnt_r_occ"],
+    out["cnt_r_valid"],
+    out["cnt_r_occ_valid"],
+  )
   out["flags"] = flags
   out["sum_r"] = int(len(gt_yx))
   out["sum_r_valid"] = int(vg.sum())
@@ -420,8 +487,24 @@ def _match_all(start, nbr, wgt, nr, mate_out, w_out):
   hk = np.empty(hcap, np.int64)
   hv = np.empty(hcap, np.int32)
   for i in range(nl):
-    _insert(i, start, nbr, wgt, mate_l, mate_r, mate_w, pi_l, pi_r, dist,
-            pred, pred_w, settled, touched, hk, hv)
+    _insert(
+      i,
+      start,
+      nbr,
+      wgt,
+      mate_l,
+      mate_r,
+      mate_w,
+      pi_l,
+      pi_r,
+      dist,
+      pred,
+      pred_w,
+      settled,
+      touched,
+      hk,
+      hv,
+    )
   for i in range(nl):
     mate_out[i] = mate_l[i]
     if mate_l[i] >= 0:

@@ -29,8 +29,7 @@ def conv_tri(image, r):
     raise ValueError(f"conv_tri supports integer r >= 2, got {r}")
   r = int(r)
   dt = image.dtype
-  f = (np.concatenate([np.arange(1, r + 2), np.arange(r, 0, -1)]) /
-       float((r + 1) ** 2)).astype(dt)
+  f = (np.concatenate([np.arange(1, r + 2), np.arange(r, 0, -1)]) / float((r + 1) ** 2)).astype(dt)
   p = np.pad(image, ((r, r), (r, r)), mode="symmetric")
   h, w = image.shape
   # Row pass then column pass; accumulating in tap order keeps float32 sums
@@ -38,10 +37,10 @@ def conv_tri(image, r):
   # only in the last ulp, which matters only at exact NMS ties).
   tmp = np.zeros((h + 2 * r, w), dt)
   for k in range(2 * r + 1):
-    tmp += p[:, k:k + w] * f[k]
+    tmp += p[:, k : k + w] * f[k]
   out = np.zeros((h, w), dt)
   for k in range(2 * r + 1):
-    out += tmp[k:k + h, :] * f[k]
+    out += tmp[k : k + h, :] * f[k]
   return out
 
 
@@ -74,6 +73,7 @@ def nms_orientation(edge, dtype=np.float32):
 # the working precision explicitly (float32 = the MEX, float64 = pyEdgeEval).
 # They are spelled out twice because numba cannot cache closures.
 
+
 @numba.njit(cache=True, nogil=True)
 def _interp32(img, h, w, x, y):
   # The clamp compares against a double (w - 1.001) and stores back in F,
@@ -102,6 +102,7 @@ def _interp32(img, h, w, x, y):
   d = np.float32(np.float32(img[y1, x1] * dx0) * dy0)
   return np.float32(np.float32(np.float32(a + b) + c) + d)
 
+
 @numba.njit(cache=True, nogil=True)
 def _kernel32(edge, ori, r, s, m):
   h, w = edge.shape
@@ -118,8 +119,13 @@ def _kernel32(edge, ori, r, s, m):
       for d in range(-r, r + 1):
         if d == 0:
           continue
-        e0 = _interp32(edge, h, w, np.float32(np.float32(x) + np.float32(np.float32(d) * co)),
-                    np.float32(np.float32(y) + np.float32(np.float32(d) * so)))
+        e0 = _interp32(
+          edge,
+          h,
+          w,
+          np.float32(np.float32(x) + np.float32(np.float32(d) * co)),
+          np.float32(np.float32(y) + np.float32(np.float32(d) * so)),
+        )
         if e < e0:
           out[y, x] = 0
           break
@@ -168,6 +174,7 @@ def _interp64(img, h, w, x, y):
   d = np.float64(np.float64(img[y1, x1] * dx0) * dy0)
   return np.float64(np.float64(np.float64(a + b) + c) + d)
 
+
 @numba.njit(cache=True, nogil=True)
 def _kernel64(edge, ori, r, s, m):
   h, w = edge.shape
@@ -184,8 +191,13 @@ def _kernel64(edge, ori, r, s, m):
       for d in range(-r, r + 1):
         if d == 0:
           continue
-        e0 = _interp64(edge, h, w, np.float64(np.float64(x) + np.float64(np.float64(d) * co)),
-                    np.float64(np.float64(y) + np.float64(np.float64(d) * so)))
+        e0 = _interp64(
+          edge,
+          h,
+          w,
+          np.float64(np.float64(x) + np.float64(np.float64(d) * co)),
+          np.float64(np.float64(y) + np.float64(np.float64(d) * so)),
+        )
         if e < e0:
           out[y, x] = 0
           break

@@ -1,6 +1,5 @@
 """PR-curve plots (boundary PR, orientation PR, orientation accuracy)."""
 
-
 import matplotlib
 
 matplotlib.use("Agg")
@@ -29,22 +28,24 @@ def plot_pr_curves(summary, path, title=""):
   o_name = summary.get("o_curve", "poc")
   fig, axes = plt.subplots(1, 3, figsize=(15, 5))
   for ax, (name, label) in zip(
-      axes[:2], (("boundary", "Boundary PR (B)"),
-                 (o_name, f"Orientation PR (O, {o_name})"))):
+    axes[:2], (("boundary", "Boundary PR (B)"), (o_name, f"Orientation PR (O, {o_name})"))
+  ):
     c = curves[name]
     _iso_f(ax)
-    ax.plot(c["R"], c["P"], lw=2,
-            label=f"ODS={c['ODS']:.3f} OIS={c['OIS']:.3f} AP={c['AP']:.3f}")
+    ax.plot(c["R"], c["P"], lw=2, label=f"ODS={c['ODS']:.3f} OIS={c['OIS']:.3f} AP={c['AP']:.3f}")
     ax.plot([c["ODS_R"]], [c["ODS_P"]], "o", color="C3")
-    ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="Recall", ylabel="Precision",
-           title=label)
+    ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="Recall", ylabel="Precision", title=label)
     ax.legend(loc="lower left")
     ax.grid(alpha=0.3)
   c = curves["aoc"]
   axes[2].plot(c["R"], c["P"], lw=2, color="C2")
-  axes[2].set(xlim=(0, 1), ylim=(0, 1), xlabel="Boundary recall",
-              ylabel="Orientation accuracy of matched predictions",
-              title="Orientation accuracy (AOR)")
+  axes[2].set(
+    xlim=(0, 1),
+    ylim=(0, 1),
+    xlabel="Boundary recall",
+    ylabel="Orientation accuracy of matched predictions",
+    title="Orientation accuracy (AOR)",
+  )
   axes[2].grid(alpha=0.3)
   if title:
     fig.suptitle(title)

@@ -18,6 +18,7 @@ from relations.occlusion.metrics import thin
 
 def _correspond_pixels():
   from pyEdgeEval._lib import correspond_pixels  # pylint: disable=g-import-not-at-top
+
   return correspond_pixels
 
 
@@ -29,9 +30,18 @@ def _pairs(match1):
   return p, np.stack([v % h, v // h], 1)
 
 
-def reference_counts(prob, gts, theta_pred=None, theta_gts=None, valids=None,
-                     protocol="doob", nthresh=99, max_dist=0.0075, border=0,
-                     thresholds_subset=None):
+def reference_counts(
+  prob,
+  gts,
+  theta_pred=None,
+  theta_gts=None,
+  valids=None,
+  protocol="doob",
+  nthresh=99,
+  max_dist=0.0075,
+  border=0,
+  thresholds_subset=None,
+):
   """`image_eval.evaluate_image` on pyEdgeEval's matcher.
 
   Args: as `image_eval.evaluate_image`; `thresholds_subset` optionally
@@ -45,14 +55,14 @@ def reference_counts(prob, gts, theta_pred=None, theta_gts=None, valids=None,
   thr = image_eval.thresholds(nthresh)
   thr32 = thr.astype(np.float32)
   inside = image_eval.border_mask(prob.shape, border) if border else None
-  gts = [np.asarray(g, bool) & inside if inside is not None else
-         np.asarray(g, bool) for g in gts]
+  gts = [np.asarray(g, bool) & inside if inside is not None else np.asarray(g, bool) for g in gts]
   if theta_gts is None:
     theta_gts = [np.zeros(prob.shape)] * len(gts)
   if theta_pred is None:
     theta_pred = np.zeros(prob.shape)
-  valids = ([g for g in gts] if valids is None else
-            [np.asarray(v, bool) & g for v, g in zip(valids, gts)])
+  valids = (
+    [g for g in gts] if valids is None else [np.asarray(v, bool) & g for v, g in zip(valids, gts)]
+  )
   if protocol == "doob":
     e = nms.edge_nms(prob)
     if inside is not None:
@@ -70,11 +80,14 @@ def reference_counts(prob, gts, theta_pred=None, theta_gts=None, valids=None,
     to_valid = np.zeros(prob.shape, bool)
     correct_valid = np.zeros(prob.shape, bool)
     for g, tg, v in zip(gts, theta_gts, valids):
-      m1, _, _, _ = cp(b.astype(np.float64), g.astype(np.float64),
-                       max_dist=max_dist)
+      m1, _, _, _ = cp(b.astype(np.float64), g.astype(np.float64), max_dist=max_dist)
       p, q = _pairs(m1)
-      d = np.mod(np.abs(theta_pred[p[:, 0], p[:, 1]].astype(np.float64) -
-                        tg[q[:, 0], q[:, 1]].astype(np.float64)), 2 * np.pi)
+      d = np.mod(
+        np.abs(
+          theta_pred[p[:, 0], p[:, 1]].astype(np.float64) - tg[q[:, 0], q[:, 1]].astype(np.float64)
+        ),
+        2 * np.pi,
+      )
       ok = (d <= np.pi / 2) | (d >= 3 * np.pi / 2)
       vq = v[q[:, 0], q[:, 1]]
       out["cnt_r"][k] += len(p)

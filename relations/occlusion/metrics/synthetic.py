@@ -44,10 +44,8 @@ def make_scene(rng, height=768, width=1024, num_shapes=12, border=2):
     cy = rng.uniform(0.1, 0.9) * height
     cx = rng.uniform(0.1, 0.9) * width
     if rng.random() < 0.5:
-      axes = (int(rng.uniform(0.05, 0.25) * dims),
-              int(rng.uniform(0.05, 0.25) * dims))
-      cv2.ellipse(mask, (int(cx), int(cy)), axes, float(rng.uniform(0, 180)),
-                  0, 360, 1, -1)
+      axes = (int(rng.uniform(0.05, 0.25) * dims), int(rng.uniform(0.05, 0.25) * dims))
+      cv2.ellipse(mask, (int(cx), int(cy)), axes, float(rng.uniform(0, 180)), 0, 360, 1, -1)
     else:
       k = int(rng.integers(3, 8))
       ang = np.sort(rng.uniform(0, 2 * np.pi, k))
@@ -57,8 +55,7 @@ def make_scene(rng, height=768, width=1024, num_shapes=12, border=2):
     m = mask.astype(bool)
     labels[m] = i + 1
     gy, gx = rng.uniform(-0.3, 0.3, 2)
-    depth[m] = (base[i] + gy * (yy[m] - cy) / dims +
-                gx * (xx[m] - cx) / dims).astype(np.float32)
+    depth[m] = (base[i] + gy * (yy[m] - cy) / dims + gx * (xx[m] - cx) / dims).astype(np.float32)
   bnd, theta = boundaries_from_depth_order(labels, depth)
   if border > 0:
     bnd[:border, :] = bnd[-border:, :] = False
@@ -66,8 +63,7 @@ def make_scene(rng, height=768, width=1024, num_shapes=12, border=2):
   theta = np.where(bnd, theta, 0.0).astype(np.float32)
   invalid_labels = rng.random(num_shapes + 1) < 0.3
   valid = bnd & ~invalid_labels[labels]
-  return dict(boundaries=bnd, orientation=theta, valid=valid, depth=depth,
-              labels=labels)
+  return dict(boundaries=bnd, orientation=theta, valid=valid, depth=depth, labels=labels)
 
 
 def boundaries_from_depth_order(labels, depth):
@@ -85,13 +81,16 @@ def boundaries_from_depth_order(labels, depth):
   nx = np.zeros((h, w), np.float32)
   ny = np.zeros((h, w), np.float32)
   for dy, dx in ((0, 1), (0, -1), (1, 0), (-1, 0)):
-    sl_c = (slice(max(0, -dy), h - max(0, dy)), slice(max(0, -dx),
-                                                      w - max(0, dx)))
-    sl_n = (slice(max(0, dy), h - max(0, -dy) if dy < 0 else h),
-            slice(max(0, dx), w - max(0, -dx) if dx < 0 else w))
-    sl_n = (slice(sl_c[0].start + dy, sl_c[0].stop + dy),
-            slice(sl_c[1].start + dx, sl_c[1].stop + dx))
-    occ = ((labels[sl_c] != labels[sl_n]) & (depth[sl_n] > depth[sl_c]))
+    sl_c = (slice(max(0, -dy), h - max(0, dy)), slice(max(0, -dx), w - max(0, dx)))
+    sl_n = (
+      slice(max(0, dy), h - max(0, -dy) if dy < 0 else h),
+      slice(max(0, dx), w - max(0, -dx) if dx < 0 else w),
+    )
+    sl_n = (
+      slice(sl_c[0].start + dy, sl_c[0].stop + dy),
+      slice(sl_c[1].start + dx, sl_c[1].stop + dx),
+    )
+    occ = (labels[sl_c] != labels[sl_n]) & (depth[sl_n] > depth[sl_c])
     bnd[sl_c] |= occ
   # Normal from the smoothed own-label indicator: it points from the occluder
   # (own label, inside) to the outside.
@@ -132,19 +131,14 @@ def make_prediction(rng, gt, quality=0.8, flip_fraction=0.15, noise=0.15):
   src = cv2.warpAffine(keep.astype(np.float32), shift, (w, h))
   blur = cv2.GaussianBlur(src, (0, 0), 1.5)
   blur /= max(blur.max(), 1e-6)
-  background = cv2.GaussianBlur(rng.random((h, w)).astype(np.float32),
-                                (0, 0), 8.0)
+  background = cv2.GaussianBlur(rng.random((h, w)).astype(np.float32), (0, 0), 8.0)
   background = (background - background.min()) / (np.ptp(background) + 1e-6)
-  false_edges = cv2.GaussianBlur(
-      (rng.random((h, w)) < 0.0005).astype(np.float32), (0, 0), 2.0) * 20
-  prob = np.clip(0.9 * blur + noise * background ** 3 +
-                 0.5 * np.clip(false_edges, 0, 1), 0, 1)
+  false_edges = cv2.GaussianBlur((rng.random((h, w)) < 0.0005).astype(np.float32), (0, 0), 2.0) * 20
+  prob = np.clip(0.9 * blur + noise * background**3 + 0.5 * np.clip(false_edges, 0, 1), 0, 1)
   # Dense orientation: GT angle spread into the neighbourhood, plus noise.
   theta_gt = gt["orientation"]
-  c = cv2.GaussianBlur(np.where(bnd, np.cos(theta_gt), 0).astype(np.float32),
-                       (0, 0), 3.0)
-  s = cv2.GaussianBlur(np.where(bnd, np.sin(theta_gt), 0).astype(np.float32),
-                       (0, 0), 3.0)
+  c = cv2.GaussianBlur(np.where(bnd, np.cos(theta_gt), 0).astype(np.float32), (0, 0), 3.0)
+  s = cv2.GaussianBlur(np.where(bnd, np.sin(theta_gt), 0).astype(np.float32), (0, 0), 3.0)
   theta = np.arctan2(s, c) + rng.normal(0, 3 * noise, (h, w))
   nlab = int(gt["labels"].max()) + 1
   flip = rng.random(nlab) < flip_fraction

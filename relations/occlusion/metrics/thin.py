@@ -26,8 +26,7 @@ def _luts():
     def nb(i):  # 1-based, cyclic
       return x[(i - 1) % 8]
 
-    xh = sum(1 for i in range(1, 5)
-             if nb(2 * i - 1) == 0 and (nb(2 * i) or nb(2 * i + 1)))
+    xh = sum(1 for i in range(1, 5) if nb(2 * i - 1) == 0 and (nb(2 * i) or nb(2 * i + 1)))
     n1 = sum(1 for k in range(1, 5) if nb(2 * k - 1) or nb(2 * k))
     n2 = sum(1 for k in range(1, 5) if nb(2 * k) or nb(2 * k + 1))
     g12 = xh == 1 and 2 <= min(n1, n2) <= 3

@@ -97,6 +97,7 @@ class VideoAnnotation:
     begin_fid: [R] int64 first native frame (inclusive).
     end_fid: [R] int64 end native frame (exclusive).
   """
+
   path: str
   video_id: str
   version: str | None
@@ -146,17 +147,14 @@ def load_json(path: str | epath.Path) -> Any:
 
 def _field(record: dict, key: str, types, where: str):
   if not isinstance(record, dict):
-    raise AnnotationError(f"{where}: expected an object, got "
-                          f"{type(record).__name__}")
+    raise AnnotationError(f"{where}: expected an object, got {type(record).__name__}")
   if key not in record:
     raise AnnotationError(f"{where}: missing field '{key}'")
   value = record[key]
   # bool is an int subclass; a JSON true is never a valid number here.
   if not isinstance(value, types) or isinstance(value, bool):
-    names = (types.__name__ if isinstance(types, type)
-             else "/".join(t.__name__ for t in types))
-    raise AnnotationError(f"{where}: field '{key}' must be {names}, got "
-                          f"{value!r}")
+    names = types.__name__ if isinstance(types, type) else "/".join(t.__name__ for t in types)
+    raise AnnotationError(f"{where}: field '{key}' must be {names}, got {value!r}")
   return value
 
 
@@ -167,11 +165,13 @@ def _number(record: dict, key: str, where: str) -> float:
   return value
 
 
-def parse_annotation(raw: Any, path: str = "<memory>",
-                     dataset: str | None = None,
-                     categories: Iterable[str] | None = None,
-                     predicates: Iterable[str] | None = None
-                     ) -> VideoAnnotation:
+def parse_annotation(
+  raw: Any,
+  path: str = "<memory>",
+  dataset: str | None = None,
+  categories: Iterable[str] | None = None,
+  predicates: Iterable[str] | None = None,
+) -> VideoAnnotation:
   """Validates one decoded annotation and converts it to numpy arrays.
 
   Args:
@@ -191,15 +191,16 @@ def parse_annotation(raw: Any, path: str = "<memory>",
   """
   where = str(path)
   if not isinstance(raw, dict):
-    raise AnnotationError(f"{where}: top level must be an object, got "
-                          f"{type(raw).__name__}")
+    raise AnnotationError(f"{where}: top level must be an object, got {type(raw).__name__}")
   version = raw.get("version")
   if dataset == "vidor" and version != VIDOR_VERSION:
-    raise AnnotationError(f"{where}: field 'version' must be "
-                          f"{VIDOR_VERSION!r} for VidOR, got {version!r}")
+    raise AnnotationError(
+      f"{where}: field 'version' must be {VIDOR_VERSION!r} for VidOR, got {version!r}"
+    )
   if dataset == "vidvrd" and "version" in raw:
-    raise AnnotationError(f"{where}: ImageNet-VidVRD annotations have no "
-                          f"'version' field, got {version!r}")
+    raise AnnotationError(
+      f"{where}: ImageNet-VidVRD annotations have no 'version' field, got {version!r}"
+    )
   video_id = _field(raw, "video_id", str, where)
   frame_count = _field(raw, "frame_count", int, where)
   fps = _number(raw, "fps", where)
@@ -207,8 +208,9 @@ def parse_annotation(raw: Any, path: str = "<memory>",
   height = _field(raw, "height", int, where)
   if frame_count < 0 or fps <= 0 or width <= 0 or height <= 0:
     raise AnnotationError(
-        f"{where}: need frame_count >= 0 and positive fps/width/height, got "
-        f"frame_count={frame_count} fps={fps} width={width} height={height}")
+      f"{where}: need frame_count >= 0 and positive fps/width/height, got "
+      f"frame_count={frame_count} fps={fps} width={width} height={height}"
+    )
   video_path = raw.get("video_path")
   if video_path is not None and not isinstance(video_path, str):
     raise AnnotationError(f"{where}: field 'video_path' must be str")
@@ -225,8 +227,7 @@ def parse_annotation(raw: Any, path: str = "<memory>",
     if tid in tid_index:
       raise AnnotationError(f"{w}: duplicate tid {tid}")
     if category_set is not None and cat not in category_set:
-      raise AnnotationError(f"{w}: field 'category' {cat!r} is not a known "
-                            f"category (tid {tid})")
+      raise AnnotationError(f"{w}: field 'category' {cat!r} is not a known category (tid {tid})")
     tid_index[tid] = i
     cats.append(cat)
   k = len(cats)
@@ -256,8 +257,7 @@ def parse_annotation(raw: Any, path: str = "<memory>",
       present[f, col] = True
       gen = roi.get("generated", 0)
       if gen not in (0, 1) or isinstance(gen, float):
-        raise AnnotationError(f"{w}: field 'generated' must be 0 or 1, got "
-                              f"{gen!r}")
+        raise AnnotationError(f"{w}: field 'generated' must be 0 or 1, got {gen!r}")
       generated[f, col] = bool(gen)
 
   # Relation instances.
@@ -273,14 +273,11 @@ def parse_annotation(raw: Any, path: str = "<memory>",
     e = _field(rel, "end_fid", int, w)
     for key, tid in (("subject_tid", s), ("object_tid", o)):
       if tid not in tid_index:
-        raise AnnotationError(f"{w}: field '{key}' {tid} is not in "
-                              "subject/objects")
+        raise AnnotationError(f"{w}: field '{key}' {tid} is not in subject/objects")
     if predicate_set is not None and p not in predicate_set:
-      raise AnnotationError(f"{w}: field 'predicate' {p!r} is not a known "
-                            "predicate")
+      raise AnnotationError(f"{w}: field 'predicate' {p!r} is not a known predicate")
     if not 0 <= b < e:
-      raise AnnotationError(f"{w}: need 0 <= begin_fid < end_fid, got "
-                            f"begin_fid={b} end_fid={e}")
+      raise AnnotationError(f"{w}: need 0 <= begin_fid < end_fid, got begin_fid={b} end_fid={e}")
     subj.append(tid_index[s])
     obj_.append(tid_index[o])
     preds.append(p)
@@ -288,25 +285,35 @@ def parse_annotation(raw: Any, path: str = "<memory>",
     end.append(e)
 
   return VideoAnnotation(
-      path=where, video_id=video_id, version=version, video_path=video_path,
-      frame_count=frame_count, fps=float(fps), width=width, height=height,
-      tids=np.array(list(tid_index), np.int64).reshape(k),
-      categories=tuple(cats), boxes=boxes, present=present,
-      generated=generated,
-      subject=np.array(subj, np.int64), object=np.array(obj_, np.int64),
-      predicates=tuple(preds), begin_fid=np.array(begin, np.int64),
-      end_fid=np.array(end, np.int64))
+    path=where,
+    video_id=video_id,
+    version=version,
+    video_path=video_path,
+    frame_count=frame_count,
+    fps=float(fps),
+    width=width,
+    height=height,
+    tids=np.array(list(tid_index), np.int64).reshape(k),
+    categories=tuple(cats),
+    boxes=boxes,
+    present=present,
+    generated=generated,
+    subject=np.array(subj, np.int64),
+    object=np.array(obj_, np.int64),
+    predicates=tuple(preds),
+    begin_fid=np.array(begin, np.int64),
+    end_fid=np.array(end, np.int64),
+  )
 
 
-def read_annotation(path: str | epath.Path, dataset: str | None = None,
-                    **kwargs) -> VideoAnnotation:
+def read_annotation(
+  path: str | epath.Path, dataset: str | None = None, **kwargs
+) -> VideoAnnotation:
   """Reads and validates one annotation file (see `parse_annotation`)."""
-  return parse_annotation(load_json(path), str(path), dataset=dataset,
-                          **kwargs)
+  return parse_annotation(load_json(path), str(path), dataset=dataset, **kwargs)
 
 
-def groundtruth_instances(raw: dict, path: str = "<memory>"
-                          ) -> list[dict[str, Any]]:
+def groundtruth_instances(raw: dict, path: str = "<memory>") -> list[dict[str, Any]]:
   """Official ground-truth relation instances of one decoded annotation.
 
   Same result as VidVRD-helper `Dataset.get_relation_insts(vid)`; call
@@ -323,8 +330,10 @@ def groundtruth_instances(raw: dict, path: str = "<memory>"
     AnnotationError: a frame of a relation's duration lacks the box.
   """
   category = {o["tid"]: o["category"] for o in raw["subject/objects"]}
-  trajs = [{roi["tid"]: tuple(roi["bbox"][key] for key in _BOX_KEYS)
-            for roi in frame} for frame in raw["trajectories"]]
+  trajs = [
+    {roi["tid"]: tuple(roi["bbox"][key] for key in _BOX_KEYS) for roi in frame}
+    for frame in raw["trajectories"]
+  ]
   out = []
   for i, rel in enumerate(raw["relation_instances"]):
     s, o = rel["subject_tid"], rel["object_tid"]
@@ -334,17 +343,26 @@ def groundtruth_instances(raw: dict, path: str = "<memory>"
       for tid, traj in ((s, sub_traj), (o, obj_traj)):
         if tid not in frame:
           raise AnnotationError(
-              f"{path}: relation_instances[{i}]: frame {f} of duration "
-              f"[{b}, {e}) has no box for tid {tid}")
+            f"{path}: relation_instances[{i}]: frame {f} of duration "
+            f"[{b}, {e}) has no box for tid {tid}"
+          )
         traj.append(frame[tid])
-    out.append({"triplet": (category[s], rel["predicate"], category[o]),
-                "subject_tid": s, "object_tid": o, "duration": (b, e),
-                "sub_traj": sub_traj, "obj_traj": obj_traj})
+    out.append(
+      {
+        "triplet": (category[s], rel["predicate"], category[o]),
+        "subject_tid": s,
+        "object_tid": o,
+        "duration": (b, e),
+        "sub_traj": sub_traj,
+        "obj_traj": obj_traj,
+      }
+    )
   return out
 
 
-_ANNOTATION_KEYS = frozenset(("trajectories", "subject/objects", "relation_instances",
-                              "video_id", "frame_count"))
+_ANNOTATION_KEYS = frozenset(
+  ("trajectories", "subject/objects", "relation_instances", "video_id", "frame_count")
+)
 
 
 def _groundtruth_from_json(data: Any, path: str, dataset: str | None = None) -> GroundTruth:
@@ -367,32 +385,38 @@ def _groundtruth_from_json(data: Any, path: str, dataset: str | None = None) -> 
       w = f"{path}: video {vid}[{i}]"
       triplet = _field(inst, "triplet", list, w)
       duration = _field(inst, "duration", list, w)
-      if (len(triplet) != 3 or not all(isinstance(t, str) for t in triplet)):
+      if len(triplet) != 3 or not all(isinstance(t, str) for t in triplet):
         raise AnnotationError(f"{w}: field 'triplet' must be 3 strings")
       if known is not None:
-        for name, pool, what in zip(triplet, known, ("subject category", "predicate",
-                                                     "object category")):
+        for name, pool, what in zip(
+          triplet, known, ("subject category", "predicate", "object category")
+        ):
           if name not in pool:
-            raise AnnotationError(f"{w}: field 'triplet': {name!r} is not a known {dataset} "
-                                  f"{what}")
-      if (len(duration) != 2 or
-          not all(isinstance(d, int) and not isinstance(d, bool)
-                  for d in duration)):
+            raise AnnotationError(f"{w}: field 'triplet': {name!r} is not a known {dataset} {what}")
+      if len(duration) != 2 or not all(
+        isinstance(d, int) and not isinstance(d, bool) for d in duration
+      ):
         raise AnnotationError(f"{w}: field 'duration' must be 2 ints")
       trajs = {}
       for key in ("sub_traj", "obj_traj"):
         traj = _field(inst, key, list, w)
         for j, box in enumerate(traj):
-          if (not isinstance(box, list) or len(box) != 4 or not all(
-              isinstance(x, (int, float)) and not isinstance(x, bool)
-              for x in box)):
-            raise AnnotationError(f"{w}: field '{key}'[{j}] must be 4 "
-                                  "numbers")
+          if (
+            not isinstance(box, list)
+            or len(box) != 4
+            or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in box)
+          ):
+            raise AnnotationError(f"{w}: field '{key}'[{j}] must be 4 numbers")
         trajs[key] = [tuple(box) for box in traj]
-      conv.append({"triplet": tuple(triplet),
-                   "subject_tid": _field(inst, "subject_tid", int, w),
-                   "object_tid": _field(inst, "object_tid", int, w),
-                   "duration": tuple(duration), **trajs})
+      conv.append(
+        {
+          "triplet": tuple(triplet),
+          "subject_tid": _field(inst, "subject_tid", int, w),
+          "object_tid": _field(inst, "object_tid", int, w),
+          "duration": tuple(duration),
+          **trajs,
+        }
+      )
     out[vid] = conv
   return out
 
@@ -408,8 +432,7 @@ def _json_files(folder: epath.Path) -> list[epath.Path]:
   return out
 
 
-def load_groundtruth(path: str | epath.Path,
-                     dataset: str | None = None) -> GroundTruth:
+def load_groundtruth(path: str | epath.Path, dataset: str | None = None) -> GroundTruth:
   """Official ground truth from an annotation folder, file or GT JSON.
 
   Args:
@@ -441,16 +464,17 @@ def load_groundtruth(path: str | epath.Path,
     files = [path]
   names = {}
   if dataset is not None:
-    names = {"categories": vrd_categories.object_categories(dataset),
-             "predicates": vrd_categories.predicates(dataset)}
+    names = {
+      "categories": vrd_categories.object_categories(dataset),
+      "predicates": vrd_categories.predicates(dataset),
+    }
   out: GroundTruth = {}
   source: dict[str, str] = {}
   for f in files:
     raw = load_json(f)
     anno = parse_annotation(raw, str(f), dataset=dataset, **names)
     if anno.video_id in out:
-      raise AnnotationError(f"{f}: video_id {anno.video_id} also in "
-                            f"{source[anno.video_id]}")
+      raise AnnotationError(f"{f}: video_id {anno.video_id} also in {source[anno.video_id]}")
     source[anno.video_id] = str(f)
     out[anno.video_id] = groundtruth_instances(raw, str(f))
   return out

@@ -55,13 +55,20 @@ FPS = 24
 SPLITS = {"training": 0, "validation": 1}
 # Sampling weights of the scripts: actions that are rarer by geometry alone
 # are drawn more often.
-SCRIPT_WEIGHTS = {"chase": 1.5, "approach": 1.0, "lean": 1.5, "hold": 1.5,
-                  "ride": 1.5, "fly_over": 1.0, "occlude": 1.0, "inside": 1.0}
+SCRIPT_WEIGHTS = {
+  "chase": 1.5,
+  "approach": 1.0,
+  "lean": 1.5,
+  "hold": 1.5,
+  "ride": 1.5,
+  "fly_over": 1.0,
+  "occlude": 1.0,
+  "inside": 1.0,
+}
 VISIBLE_FOR_MANUAL = 0.4
 
 
-def write_mp4(frames: np.ndarray, fps: int = FPS, codec: str = "mpeg4"
-              ) -> bytes:
+def write_mp4(frames: np.ndarray, fps: int = FPS, codec: str = "mpeg4") -> bytes:
   """Encodes [T, H, W, 3] uint8 RGB frames (even H, W) as MP4 bytes.
 
   Args:
@@ -75,8 +82,7 @@ def write_mp4(frames: np.ndarray, fps: int = FPS, codec: str = "mpeg4"
   Returns:
     The MP4 file content.
   """
-  options = ({} if codec == "mpeg4" else
-             {"crf": "17", "preset": "veryfast", "threads": "1"})
+  options = {} if codec == "mpeg4" else {"crf": "17", "preset": "veryfast", "threads": "1"}
   buf = io.BytesIO()
   with av.open(buf, mode="w", format="mp4") as container:
     stream = container.add_stream(codec, rate=fps, options=options)
@@ -97,8 +103,9 @@ def write_mp4(frames: np.ndarray, fps: int = FPS, codec: str = "mpeg4"
   return buf.getvalue()
 
 
-def make_scene(rng: np.random.Generator, width: int, height: int,
-               num_frames: int) -> scene_lib.Scene:
+def make_scene(
+  rng: np.random.Generator, width: int, height: int, num_frames: int
+) -> scene_lib.Scene:
   """1-3 scripted behaviours in overlapping time windows."""
   scene = scene_lib.Scene(width, height, num_frames)
   names = list(SCRIPT_WEIGHTS)
@@ -111,8 +118,7 @@ def make_scene(rng: np.random.Generator, width: int, height: int,
   return scene
 
 
-def simulate(rng: np.random.Generator, width: int, height: int,
-             min_frames: int, max_frames: int):
+def simulate(rng: np.random.Generator, width: int, height: int, min_frames: int, max_frames: int):
   """Renders one video and derives its annotation.
 
   Returns:
@@ -132,8 +138,11 @@ def simulate(rng: np.random.Generator, width: int, height: int,
   boxes = np.stack(boxes)
   visible = np.stack(visible)
   # Slivers at the frame edge are not annotated (>= 3 px each way).
-  present = ((boxes[..., 2] - boxes[..., 0] >= 2) &
-             (boxes[..., 3] - boxes[..., 1] >= 2) & (boxes[..., 0] >= 0))
+  present = (
+    (boxes[..., 2] - boxes[..., 0] >= 2)
+    & (boxes[..., 3] - boxes[..., 1] >= 2)
+    & (boxes[..., 0] >= 0)
+  )
   generated = present & (visible < VISIBLE_FOR_MANUAL)
   tracker = np.where(generated, "linear", "none").astype(object)
   k = boxes.shape[1]
@@ -159,13 +168,23 @@ def simulate(rng: np.random.Generator, width: int, height: int,
     present[num_annotated:] = False
   masks = rel_lib.frame_masks(scene, boxes.astype(np.float64), present)
   relations = rel_lib.relation_instances(masks, present)
-  return (np.stack(frames), scene, boxes, present, generated, tracker,
-          relations, num_annotated)
+  return (np.stack(frames), scene, boxes, present, generated, tracker, relations, num_annotated)
 
 
-def annotation_json(video_id: str, group: str, scene, boxes, present,
-                    generated, tracker, relations, num_annotated: int,
-                    width: int, height: int, fps: int = FPS) -> dict:
+def annotation_json(
+  video_id: str,
+  group: str,
+  scene,
+  boxes,
+  present,
+  generated,
+  tracker,
+  relations,
+  num_annotated: int,
+  width: int,
+  height: int,
+  fps: int = FPS,
+) -> dict:
   """The VidOR annotation dict of one simulated video."""
   num_frames = boxes.shape[0]
   objects = [j for j in range(boxes.shape[1]) if present[:, j].any()]
@@ -175,47 +194,58 @@ def annotation_json(video_id: str, group: str, scene, boxes, present,
     for j in objects:
       if present[f, j]:
         x1, y1, x2, y2 = (int(v) for v in boxes[f, j])
-        frame.append({"tid": j, "bbox": {"xmin": x1, "ymin": y1,
-                                         "xmax": x2, "ymax": y2},
-                      "generated": int(generated[f, j]),
-                      "tracker": str(tracker[f, j])})
+        frame.append(
+          {
+            "tid": j,
+            "bbox": {"xmin": x1, "ymin": y1, "xmax": x2, "ymax": y2},
+            "generated": int(generated[f, j]),
+            "tracker": str(tracker[f, j]),
+          }
+        )
     trajectories.append(frame)
   return {
-      "version": vrd_json.VIDOR_VERSION,
-      "video_id": video_id,
-      "video_hash": hashlib.md5(video_id.encode()).hexdigest()[:30],
-      "video_path": f"{group}/{video_id}.mp4",
-      "frame_count": num_frames,
-      "fps": float(fps),
-      "width": width,
-      "height": height,
-      "subject/objects": [{"tid": j, "category": scene.tracks[j].category}
-                          for j in objects],
-      "trajectories": trajectories,
-      "relation_instances": [
-          {"subject_tid": s, "object_tid": o, "predicate": p,
-           "begin_fid": b, "end_fid": e} for s, p, o, b, e in relations],
+    "version": vrd_json.VIDOR_VERSION,
+    "video_id": video_id,
+    "video_hash": hashlib.md5(video_id.encode()).hexdigest()[:30],
+    "video_path": f"{group}/{video_id}.mp4",
+    "frame_count": num_frames,
+    "fps": float(fps),
+    "width": width,
+    "height": height,
+    "subject/objects": [{"tid": j, "category": scene.tracks[j].category} for j in objects],
+    "trajectories": trajectories,
+    "relation_instances": [
+      {"subject_tid": s, "object_tid": o, "predicate": p, "begin_fid": b, "end_fid": e}
+      for s, p, o, b, e in relations
+    ],
   }
 
 
 def video_id_of(seed: int, split: str, index: int) -> str:
   """A 10-digit numeric id, unique per (seed < 400, split, index < 1e6)."""
-  return str(5_000_000_000 + seed * 10_000_000 + SPLITS[split] * 1_000_000 +
-             index)
+  return str(5_000_000_000 + seed * 10_000_000 + SPLITS[split] * 1_000_000 + index)
 
 
-def generate(out: str, num_train: int, num_val: int, seed: int = 0,
-             width: int = 128, height: int = 96, min_frames: int = 64,
-             max_frames: int = 120, overwrite: bool = False,
-             codec: str = "mpeg4", fps: int = FPS) -> dict:
+def generate(
+  out: str,
+  num_train: int,
+  num_val: int,
+  seed: int = 0,
+  width: int = 128,
+  height: int = 96,
+  min_frames: int = 64,
+  max_frames: int = 120,
+  overwrite: bool = False,
+  codec: str = "mpeg4",
+  fps: int = FPS,
+) -> dict:
   """Writes the dataset to `out` (see module docstring); returns its stats.
 
   `fps` is the frame rate written in the videos and annotations (24 for the
   demo; bench/input_pipeline.py uses VidOR's 30).
   """
   if width % 2 or height % 2:
-    raise ValueError(f"width and height must be even (yuv420p), got "
-                     f"{width}x{height}")
+    raise ValueError(f"width and height must be even (yuv420p), got {width}x{height}")
   if os.path.exists(out) and os.listdir(out) and not overwrite:
     raise FileExistsError(f"{out} exists and is not empty (use --overwrite)")
   parent = os.path.dirname(os.path.abspath(out))
@@ -227,10 +257,8 @@ def generate(out: str, num_train: int, num_val: int, seed: int = 0,
         rng = np.random.default_rng([seed, SPLITS[split], i])
         vid = video_id_of(seed, split, i)
         group = f"{i // 10:04d}"
-        frames, scene, *anno = simulate(rng, width, height, min_frames,
-                                        max_frames)
-        data = annotation_json(vid, group, scene, *anno, width=width,
-                               height=height, fps=fps)
+        frames, scene, *anno = simulate(rng, width, height, min_frames, max_frames)
+        data = annotation_json(vid, group, scene, *anno, width=width, height=height, fps=fps)
         ann_dir = os.path.join(tmp, "annotation", split, group)
         vid_dir = os.path.join(tmp, "video", group)
         os.makedirs(ann_dir, exist_ok=True)
@@ -269,21 +297,22 @@ def dataset_stats(root: str) -> dict:
     cats, preds = collections.Counter(), collections.Counter()
     for group in sorted(os.listdir(folder)):
       for name in sorted(os.listdir(os.path.join(folder, group))):
-        a = vrd_json.read_annotation(os.path.join(folder, group, name),
-                                     dataset="vidor")
+        a = vrd_json.read_annotation(os.path.join(folder, group, name), dataset="vidor")
         s["videos"] += 1
         s["frames"] += a.frame_count
         s["annotated_frames"] += a.num_annotated_frames
-        s["frame_count_gt_trajectories"] += int(
-            a.frame_count > a.num_annotated_frames)
+        s["frame_count_gt_trajectories"] += int(a.frame_count > a.num_annotated_frames)
         s["objects"] += len(a.categories)
         s["boxes"] += int(a.present.sum())
         s["generated_boxes"] += int(a.generated.sum())
         s["relation_instances"] += a.num_relations
         cats.update(a.categories)
         preds.update(a.predicates)
-    out[split] = {**s, "categories": dict(sorted(cats.items())),
-                  "predicates": dict(sorted(preds.items()))}
+    out[split] = {
+      **s,
+      "categories": dict(sorted(cats.items())),
+      "predicates": dict(sorted(preds.items())),
+    }
   return out
 
 
@@ -291,15 +320,15 @@ def format_stats(stats: dict) -> str:
   """A short text table of `dataset_stats`."""
   lines = []
   for split, s in stats.items():
-    lines.append(f"{split}: {s['videos']} videos, {s['frames']} frames, "
-                 f"{s['objects']} objects, {s['relation_instances']} relation "
-                 f"instances, {s['generated_boxes']}/{s['boxes']} generated "
-                 f"boxes, {s['frame_count_gt_trajectories']} videos with "
-                 "frame_count > len(trajectories)")
-    lines.append("  predicates: " + ", ".join(
-        f"{k}={v}" for k, v in s["predicates"].items()))
-    lines.append("  categories: " + ", ".join(
-        f"{k}={v}" for k, v in s["categories"].items()))
+    lines.append(
+      f"{split}: {s['videos']} videos, {s['frames']} frames, "
+      f"{s['objects']} objects, {s['relation_instances']} relation "
+      f"instances, {s['generated_boxes']}/{s['boxes']} generated "
+      f"boxes, {s['frame_count_gt_trajectories']} videos with "
+      "frame_count > len(trajectories)"
+    )
+    lines.append("  predicates: " + ", ".join(f"{k}={v}" for k, v in s["predicates"].items()))
+    lines.append("  categories: " + ", ".join(f"{k}={v}" for k, v in s["categories"].items()))
   return "\n".join(lines)
 
 
@@ -314,12 +343,21 @@ def main(argv=None) -> int:
   parser.add_argument("--min_frames", type=int, default=64)
   parser.add_argument("--max_frames", type=int, default=120)
   parser.add_argument("--overwrite", action="store_true")
-  parser.add_argument("--stats", action="store_true",
-                      help="print the statistics of the written data")
+  parser.add_argument(
+    "--stats", action="store_true", help="print the statistics of the written data"
+  )
   args = parser.parse_args(argv)
-  stats = generate(args.out, args.num_train, args.num_val, args.seed,
-                   args.width, args.height, args.min_frames, args.max_frames,
-                   args.overwrite)
+  stats = generate(
+    args.out,
+    args.num_train,
+    args.num_val,
+    args.seed,
+    args.width,
+    args.height,
+    args.min_frames,
+    args.max_frames,
+    args.overwrite,
+  )
   if args.stats:
     print(format_stats(stats))
   return 0

@@ -40,8 +40,7 @@ from relations.video_relations.data import synthetic_scene as scene_lib
 SELF_MOVING = ("adult", "child", "dog", "cat", "horse", "bird", "car")
 MIN_RUN = 6
 MAX_GAP = 2
-SPATIAL = ("above", "beneath", "behind", "in_front_of", "next_to", "inside",
-           "towards", "away")
+SPATIAL = ("above", "beneath", "behind", "in_front_of", "next_to", "inside", "towards", "away")
 ACTIONS = ("chase", "hold", "ride", "lean_on")
 
 
@@ -49,8 +48,7 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
   """[begin, end) of the True runs of a 1-D bool array."""
   padded = np.concatenate([[False], mask, [False]]).astype(np.int8)
   d = np.diff(padded)
-  return list(zip(np.nonzero(d == 1)[0].tolist(),
-                  np.nonzero(d == -1)[0].tolist()))
+  return list(zip(np.nonzero(d == 1)[0].tolist(), np.nonzero(d == -1)[0].tolist()))
 
 
 def close_gaps(mask: np.ndarray, max_gap: int = MAX_GAP) -> np.ndarray:
@@ -63,8 +61,9 @@ def close_gaps(mask: np.ndarray, max_gap: int = MAX_GAP) -> np.ndarray:
   return out
 
 
-def frame_masks(scene: scene_lib.Scene, boxes: np.ndarray,
-                present: np.ndarray) -> dict[tuple[str, int, int], np.ndarray]:
+def frame_masks(
+  scene: scene_lib.Scene, boxes: np.ndarray, present: np.ndarray
+) -> dict[tuple[str, int, int], np.ndarray]:
   """Per-frame predicate masks for every ordered pair.
 
   Args:
@@ -112,9 +111,13 @@ def frame_masks(scene: scene_lib.Scene, boxes: np.ndarray,
       if s != o and cats[o] in scene_lib.CONTAINERS:
         bs, bo = boxes[:, s], boxes[:, o]
         inside_all[s, o] = (
-            (bs[:, 0] >= bo[:, 0] - 1) & (bs[:, 1] >= bo[:, 1] - 1) &
-            (bs[:, 2] <= bo[:, 2] + 1) & (bs[:, 3] <= bo[:, 3] + 1) &
-            (area[:, s] < 0.6 * area[:, o]) & (depth[s] < depth[o]))
+          (bs[:, 0] >= bo[:, 0] - 1)
+          & (bs[:, 1] >= bo[:, 1] - 1)
+          & (bs[:, 2] <= bo[:, 2] + 1)
+          & (bs[:, 3] <= bo[:, 3] + 1)
+          & (area[:, s] < 0.6 * area[:, o])
+          & (depth[s] < depth[o])
+        )
         carried[s] |= inside_all[s, o]
 
   for s in range(k):
@@ -134,31 +137,46 @@ def frame_masks(scene: scene_lib.Scene, boxes: np.ndarray,
       put("behind", o, s, front)
       x_ov = np.maximum(ix, 0) / np.minimum(w[:, s], w[:, o])
       gap_y = bo[:, 1] - bs[:, 3]
-      above = ((x_ov > 0.3) & (bs[:, 3] <= bo[:, 1] + 0.15 * h[:, o]) &
-               (gap_y < 1.5 * np.maximum(h[:, s], h[:, o])) & ~attached[s, o])
+      above = (
+        (x_ov > 0.3)
+        & (bs[:, 3] <= bo[:, 1] + 0.15 * h[:, o])
+        & (gap_y < 1.5 * np.maximum(h[:, s], h[:, o]))
+        & ~attached[s, o]
+      )
       put("above", s, o, above)
       put("beneath", o, s, above)
       y_ov = np.maximum(iy, 0) / np.minimum(h[:, s], h[:, o])
       gap_x = np.maximum(bo[:, 0] - bs[:, 2], bs[:, 0] - bo[:, 2])
-      put("next_to", s, o, (inter <= 0.05 * min_area) & (y_ov > 0.4) &
-          (gap_x < 0.6 * np.maximum(w[:, s], w[:, o])) & ~attached[s, o])
+      put(
+        "next_to",
+        s,
+        o,
+        (inter <= 0.05 * min_area)
+        & (y_ov > 0.4)
+        & (gap_x < 0.6 * np.maximum(w[:, s], w[:, o]))
+        & ~attached[s, o],
+      )
       if cats[s] not in SELF_MOVING:
         continue
       dx, dy = cx[:, o] - cx[:, s], cy[:, o] - cy[:, s]
       dist = np.hypot(dx, dy)
       ddist = (dist[hi] - dist[lo]) / dt[:, 0]
-      cos = (vx[:, s] * dx + vy[:, s] * dy) / np.maximum(
-          speed[:, s] * dist, 1e-9)
-      moving = ((speed[:, s] > vmin) & (inter == 0) & ~carried[s] &
-                ~attached[s, o] & (dist < 0.6 * scene.width))
+      cos = (vx[:, s] * dx + vy[:, s] * dy) / np.maximum(speed[:, s] * dist, 1e-9)
+      moving = (
+        (speed[:, s] > vmin)
+        & (inter == 0)
+        & ~carried[s]
+        & ~attached[s, o]
+        & (dist < 0.6 * scene.width)
+      )
       put("towards", s, o, moving & (cos > 0.8) & (ddist < -0.7 * vmin))
       put("away", s, o, moving & (cos < -0.8) & (ddist > 0.7 * vmin))
   return out
 
 
-def relation_instances(masks: dict[tuple[str, int, int], np.ndarray],
-                       present: np.ndarray
-                       ) -> list[tuple[int, str, int, int, int]]:
+def relation_instances(
+  masks: dict[tuple[str, int, int], np.ndarray], present: np.ndarray
+) -> list[tuple[int, str, int, int, int]]:
   """Turns frame masks into (s, predicate, o, begin, end) instances.
 
   Args:

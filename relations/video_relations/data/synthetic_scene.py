@@ -16,21 +16,20 @@ from typing import Callable
 import numpy as np
 
 # category -> (shape, RGB colour, texture, (w, h) at a 128x96 canvas).
-APPEARANCE: dict[str, tuple[str, tuple[int, int, int], str,
-                            tuple[float, float]]] = {
-    "adult": ("rect", (40, 80, 230), "hstripes", (13, 32)),
-    "child": ("ellipse", (255, 140, 20), "solid", (11, 22)),
-    "dog": ("ellipse", (140, 85, 35), "dots", (22, 13)),
-    "cat": ("triangle", (160, 160, 160), "vstripes", (15, 15)),
-    "horse": ("hexagon", (215, 180, 115), "checker", (30, 20)),
-    "bicycle": ("ring", (230, 40, 200), "solid", (24, 18)),
-    "car": ("rect", (30, 170, 60), "checker", (40, 20)),
-    "ball/sports_ball": ("ellipse", (230, 30, 30), "solid", (9, 9)),
-    "cup": ("rect", (245, 245, 245), "vstripes", (8, 10)),
-    "toy": ("star", (250, 230, 30), "solid", (12, 12)),
-    "table": ("table", (30, 200, 200), "hstripes", (34, 18)),
-    "sofa": ("ushape", (130, 50, 170), "dots", (36, 18)),
-    "bird": ("vtriangle", (120, 200, 255), "checker", (12, 9)),
+APPEARANCE: dict[str, tuple[str, tuple[int, int, int], str, tuple[float, float]]] = {
+  "adult": ("rect", (40, 80, 230), "hstripes", (13, 32)),
+  "child": ("ellipse", (255, 140, 20), "solid", (11, 22)),
+  "dog": ("ellipse", (140, 85, 35), "dots", (22, 13)),
+  "cat": ("triangle", (160, 160, 160), "vstripes", (15, 15)),
+  "horse": ("hexagon", (215, 180, 115), "checker", (30, 20)),
+  "bicycle": ("ring", (230, 40, 200), "solid", (24, 18)),
+  "car": ("rect", (30, 170, 60), "checker", (40, 20)),
+  "ball/sports_ball": ("ellipse", (230, 30, 30), "solid", (9, 9)),
+  "cup": ("rect", (245, 245, 245), "vstripes", (8, 10)),
+  "toy": ("star", (250, 230, 30), "solid", (12, 12)),
+  "table": ("table", (30, 200, 200), "hstripes", (34, 18)),
+  "sofa": ("ushape", (130, 50, 170), "dots", (36, 18)),
+  "bird": ("vtriangle", (120, 200, 255), "checker", (12, 9)),
 }
 PERSONS = ("adult", "child")
 MOVERS = ("adult", "child", "dog", "cat")
@@ -48,6 +47,7 @@ FLYERS = ("bird",)
 @dataclasses.dataclass
 class Track:
   """One object over F frames. Arrays are [F] float64 unless noted."""
+
   category: str
   cx: np.ndarray
   cy: np.ndarray
@@ -58,40 +58,45 @@ class Track:
 
   def corners(self) -> np.ndarray:
     """[F, 4] (x1, y1, x2, y2) of the untilted full box, float."""
-    return np.stack([self.cx - self.w / 2, self.cy - self.h / 2,
-                     self.cx + self.w / 2, self.cy + self.h / 2], -1)
+    return np.stack(
+      [self.cx - self.w / 2, self.cy - self.h / 2, self.cx + self.w / 2, self.cy + self.h / 2], -1
+    )
 
 
 @dataclasses.dataclass
 class Scene:
   """Tracks plus the action flags scripts set: (pred, s, o) -> [F] bool."""
+
   width: int
   height: int
   num_frames: int
   tracks: list[Track] = dataclasses.field(default_factory=list)
-  actions: dict[tuple[str, int, int], np.ndarray] = dataclasses.field(
-      default_factory=dict)
+  actions: dict[tuple[str, int, int], np.ndarray] = dataclasses.field(default_factory=dict)
 
   @property
   def scale(self) -> float:
     return min(self.width / 128, self.height / 96)
 
-  def add(self, rng: np.random.Generator, category: str, cx, cy,
-          depth: float, angle=0.0) -> int:
+  def add(self, rng: np.random.Generator, category: str, cx, cy, depth: float, angle=0.0) -> int:
     _, _, _, (w, h) = APPEARANCE[category]
     jitter = rng.uniform(0.9, 1.1)
     f = self.num_frames
-    self.tracks.append(Track(
-        category, np.broadcast_to(np.asarray(cx, float), (f,)).copy(),
+    self.tracks.append(
+      Track(
+        category,
+        np.broadcast_to(np.asarray(cx, float), (f,)).copy(),
         np.broadcast_to(np.asarray(cy, float), (f,)).copy(),
-        w * self.scale * jitter, h * self.scale * jitter, depth,
-        np.broadcast_to(np.asarray(angle, float), (f,)).copy()))
+        w * self.scale * jitter,
+        h * self.scale * jitter,
+        depth,
+        np.broadcast_to(np.asarray(angle, float), (f,)).copy(),
+      )
+    )
     return len(self.tracks) - 1
 
   def flag(self, pred: str, s: int, o: int, mask: np.ndarray) -> None:
     key = (pred, s, o)
-    self.actions[key] = self.actions.get(key, np.zeros(self.num_frames,
-                                                       bool)) | mask
+    self.actions[key] = self.actions.get(key, np.zeros(self.num_frames, bool)) | mask
 
 
 def path(num_frames: int, keys: list[tuple[float, float]]) -> np.ndarray:
@@ -156,8 +161,7 @@ def script_approach(scene: Scene, rng, t0: int, t1: int) -> None:
   """A mover walks to a static object, stays next to it, walks away."""
   mover = rng.choice(MOVERS)
   static = rng.choice([c for c in STATIC if c != mover])
-  o = scene.add(rng, static, scene.width * rng.uniform(0.35, 0.65), 0.0,
-                depth=4.0)
+  o = scene.add(rng, static, scene.width * rng.uniform(0.35, 0.65), 0.0, depth=4.0)
   to = scene.tracks[o]
   to.cy[:] = _ground(scene, rng, to.h)
   s = scene.add(rng, mover, 0.0, 0.0, depth=3.5)
@@ -167,8 +171,7 @@ def script_approach(scene: Scene, rng, t0: int, t1: int) -> None:
   far = to.cx[0] + side * scene.width * 0.75
   span = t1 - t0
   a, b = t0 + span * 0.35, t0 + span * 0.65
-  ts.cx[:] = path(scene.num_frames, [(t0, far), (a, near), (b, near),
-                                     (t1, far)])
+  ts.cx[:] = path(scene.num_frames, [(t0, far), (a, near), (b, near), (t1, far)])
   ts.cy[:] = to.cy[0] + (to.h - ts.h) / 2
 
 
@@ -176,8 +179,7 @@ def script_lean(scene: Scene, rng, t0: int, t1: int) -> None:
   """A person walks to a table/sofa/car, leans on it (tilted), leaves."""
   person = rng.choice(PERSONS)
   support = rng.choice(LEANABLE)
-  o = scene.add(rng, support, scene.width * rng.uniform(0.35, 0.65), 0.0,
-                depth=4.0)
+  o = scene.add(rng, support, scene.width * rng.uniform(0.35, 0.65), 0.0, depth=4.0)
   to = scene.tracks[o]
   to.cy[:] = _ground(scene, rng, to.h)
   s = scene.add(rng, person, 0.0, 0.0, depth=3.0)
@@ -200,8 +202,7 @@ def script_hold(scene: Scene, rng, t0: int, t1: int) -> None:
   """A person walks to a small object, picks it up and carries it off."""
   person = rng.choice(PERSONS)
   item = rng.choice(HOLDABLE)
-  o = scene.add(rng, item, scene.width * rng.uniform(0.3, 0.7), 0.0,
-                depth=2.0)
+  o = scene.add(rng, item, scene.width * rng.uniform(0.3, 0.7), 0.0, depth=2.0)
   to = scene.tracks[o]
   s = scene.add(rng, person, 0.0, 0.0, depth=3.0)
   ts = scene.tracks[s]
@@ -214,8 +215,7 @@ def script_hold(scene: Scene, rng, t0: int, t1: int) -> None:
   hand = side * (ts.w / 2 + to.w * 0.3)  # the item hangs at the hand
   far_in = to.cx[0] - side * scene.width * 0.7
   far_out = to.cx[0] + side * scene.width * 0.9
-  ts.cx[:] = path(f, [(t0, far_in), (pick, to.cx[0] - hand),
-                      (t1, far_out)])
+  ts.cx[:] = path(f, [(t0, far_in), (pick, to.cx[0] - hand), (t1, far_out)])
   ts.cy[:] = ground
   held = np.arange(f) >= pick
   to.cx[:] = np.where(held, ts.cx + hand, to.cx)
@@ -240,12 +240,17 @@ def script_ride(scene: Scene, rng, t0: int, t1: int) -> None:
     side = _side(rng)
     on = int(t0 + (t1 - t0) * rng.uniform(0.3, 0.45))
     to.cx[:] = path(f, [(on, park), (t1, park + side * scene.width)])
-    ts.cx[:] = path(f, [(t0, park - side * scene.width * 0.6),
-                        (on - 4, park - side * (to.w / 2 + ts.w / 2)),
-                        (on, park), (t1, park + side * scene.width)])
+    ts.cx[:] = path(
+      f,
+      [
+        (t0, park - side * scene.width * 0.6),
+        (on - 4, park - side * (to.w / 2 + ts.w / 2)),
+        (on, park),
+        (t1, park + side * scene.width),
+      ],
+    )
     ground_y = to.cy[0] + (to.h - ts.h) / 2
-    ts.cy[:] = np.where(t < on - 4, ground_y,
-                        np.interp(t, [on - 4, on], [ground_y, seat]))
+    ts.cy[:] = np.where(t < on - 4, ground_y, np.interp(t, [on - 4, on], [ground_y, seat]))
     riding = t >= on
   else:
     xs = path(f, _cross(scene, rng, t0, t1, to.w))
@@ -259,8 +264,7 @@ def script_ride(scene: Scene, rng, t0: int, t1: int) -> None:
 def script_fly_over(scene: Scene, rng, t0: int, t1: int) -> None:
   """A bird flies over a ground object (above / beneath)."""
   ground_obj = rng.choice(["dog", "car", "adult", "table", "horse", "sofa"])
-  o = scene.add(rng, ground_obj, scene.width * rng.uniform(0.3, 0.7), 0.0,
-                depth=4.0)
+  o = scene.add(rng, ground_obj, scene.width * rng.uniform(0.3, 0.7), 0.0, depth=4.0)
   to = scene.tracks[o]
   to.cy[:] = _ground(scene, rng, to.h)
   s = scene.add(rng, rng.choice(FLYERS), 0.0, 0.0, depth=1.0)
@@ -268,15 +272,15 @@ def script_fly_over(scene: Scene, rng, t0: int, t1: int) -> None:
   f = scene.num_frames
   ts.cx[:] = path(f, _cross(scene, rng, t0, t1, ts.w))
   top = to.cy[0] - to.h / 2
-  ts.cy[:] = max(ts.h / 2 + 1, top - ts.h / 2 - rng.uniform(2, 10) *
-                 scene.scale) + 1.5 * np.sin(np.arange(f) * 0.3)
+  ts.cy[:] = max(ts.h / 2 + 1, top - ts.h / 2 - rng.uniform(2, 10) * scene.scale) + 1.5 * np.sin(
+    np.arange(f) * 0.3
+  )
 
 
 def script_occlude(scene: Scene, rng, t0: int, t1: int) -> None:
   """One object passes in front of (or behind) another one."""
   a, b = rng.choice(OCCLUDERS, size=2, replace=False)
-  o = scene.add(rng, b, scene.width * rng.uniform(0.35, 0.65), 0.0,
-                depth=4.0)
+  o = scene.add(rng, b, scene.width * rng.uniform(0.35, 0.65), 0.0, depth=4.0)
   to = scene.tracks[o]
   to.cy[:] = _ground(scene, rng, to.h)
   front = rng.random() < 0.5
@@ -306,9 +310,14 @@ def script_inside(scene: Scene, rng, t0: int, t1: int) -> None:
 
 
 SCRIPTS: dict[str, Callable[[Scene, np.random.Generator, int, int], None]] = {
-    "chase": script_chase, "approach": script_approach, "lean": script_lean,
-    "hold": script_hold, "ride": script_ride, "fly_over": script_fly_over,
-    "occlude": script_occlude, "inside": script_inside,
+  "chase": script_chase,
+  "approach": script_approach,
+  "lean": script_lean,
+  "hold": script_hold,
+  "ride": script_ride,
+  "fly_over": script_fly_over,
+  "occlude": script_occlude,
+  "inside": script_inside,
 }
 
 
@@ -348,8 +357,7 @@ def _texture(texture: str, u: np.ndarray, v: np.ndarray) -> np.ndarray:
   if texture == "vstripes":
     return np.where(np.floor((u + 1) * 3) % 2 == 0, 1.0, 0.5)
   if texture == "checker":
-    return np.where((np.floor((u + 1) * 2.5) + np.floor((v + 1) * 2.5)) % 2
-                    == 0, 1.0, 0.45)
+    return np.where((np.floor((u + 1) * 2.5) + np.floor((v + 1) * 2.5)) % 2 == 0, 1.0, 0.45)
   if texture == "dots":
     fu, fv = (u + 1) * 2 % 1 - 0.5, (v + 1) * 2 % 1 - 0.5
     return np.where(fu * fu + fv * fv < 0.06, 0.3, 1.0)
@@ -368,8 +376,7 @@ def background(rng, width: int, height: int) -> np.ndarray:
   return img + rng.normal(0, 4, (height, width, 3)).astype(np.float32)
 
 
-def render(scene: Scene, bg: np.ndarray, frame: int
-           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def render(scene: Scene, bg: np.ndarray, frame: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
   """Draws one frame far-to-near.
 
   Args:
@@ -388,8 +395,7 @@ def render(scene: Scene, bg: np.ndarray, frame: int
   owner = np.full(bg.shape[:2], -1, np.int32)
   area = np.zeros(len(scene.tracks))
   boxes = np.full((len(scene.tracks), 4), -1, np.int64)
-  order = sorted(range(len(scene.tracks)),
-                 key=lambda i: -scene.tracks[i].depth)
+  order = sorted(range(len(scene.tracks)), key=lambda i: -scene.tracks[i].depth)
   height, width = bg.shape[:2]
   for i in order:
     tr = scene.tracks[i]

@@ -90,18 +90,19 @@ class VrdConfig(tfds.core.BuilderConfig):
       (frames are only ever downscaled); None keeps the native size.
     jpeg_quality: JPEG quality of the stored frames (0-100).
   """
+
   fps: float | None = 6.0
   short_side: int | None = 96
   jpeg_quality: int = 90
 
 
-def make_config(fps: float | None, short_side: int | None,
-                description: str = "") -> VrdConfig:
+def make_config(fps: float | None, short_side: int | None, description: str = "") -> VrdConfig:
   """A config named e.g. `fps6_short96` (`all_frames` / `native` for None)."""
   fps_name = "all_frames" if fps is None else f"fps{fps:g}"
   size_name = "native" if short_side is None else f"short{short_side}"
-  return VrdConfig(name=f"{fps_name}_{size_name}", fps=fps,
-                   short_side=short_side, description=description)
+  return VrdConfig(
+    name=f"{fps_name}_{size_name}", fps=fps, short_side=short_side, description=description
+  )
 
 
 def features(categories, predicates) -> tfds.features.FeaturesDict:
@@ -115,7 +116,8 @@ def features(categories, predicates) -> tfds.features.FeaturesDict:
     return tfds.features.Tensor(shape=(None,), dtype=dtype)
 
   del categories, predicates  # Class indices, names in vrd_categories.
-  return tfds.features.FeaturesDict({
+  return tfds.features.FeaturesDict(
+    {
       "video_id": tfds.features.Text(),
       "video_path": tfds.features.Text(),
       "fps": tfds.features.Scalar(np.float64),
@@ -124,10 +126,10 @@ def features(categories, predicates) -> tfds.features.FeaturesDict:
       "num_annotated_frames": tfds.features.Scalar(i32),
       "width": tfds.features.Scalar(i32),
       "height": tfds.features.Scalar(i32),
-      "frames": tfds.features.Video(shape=(None, None, None, 3),
-                                    encoding_format="jpeg"),
+      "frames": tfds.features.Video(shape=(None, None, None, 3), encoding_format="jpeg"),
       "frame_indices": vec(),
-      "tracks": tfds.features.FeaturesDict({
+      "tracks": tfds.features.FeaturesDict(
+        {
           "tid": vec(),
           "category": vec(),
           "boxes": dyn((None, None, 4), np.float32),
@@ -135,19 +137,31 @@ def features(categories, predicates) -> tfds.features.FeaturesDict:
           "generated": dyn((None, None), np.bool_),
           "native_boxes": dyn((None, None, 4), np.float32),
           "native_present": dyn((None, None), np.bool_),
-      }),
+        }
+      ),
       # Plain [R] arrays rather than a Sequence, so that `as_data_source`
       # returns numpy arrays (a Sequence decodes to Python lists there).
-      "relations": tfds.features.FeaturesDict({
-          key: vec() for key in ("subject", "object", "subject_tid",
-                                 "object_tid", "predicate", "begin_fid",
-                                 "end_fid", "begin", "end")
-      }),
-  })
+      "relations": tfds.features.FeaturesDict(
+        {
+          key: vec()
+          for key in (
+            "subject",
+            "object",
+            "subject_tid",
+            "object_tid",
+            "predicate",
+            "begin_fid",
+            "end_fid",
+            "begin",
+            "end",
+          )
+        }
+      ),
+    }
+  )
 
 
-def sample_indices(num_frames: int, native_fps: float,
-                   fps: float | None) -> np.ndarray:
+def sample_indices(num_frames: int, native_fps: float, fps: float | None) -> np.ndarray:
   """Native indices of the sampled frames: floor(k * native_fps / fps).
 
   Args:
@@ -168,19 +182,17 @@ def sample_indices(num_frames: int, native_fps: float,
   return idx[idx < num_frames]
 
 
-def target_size(width: int, height: int,
-                short_side: int | None) -> tuple[int, int]:
+def target_size(width: int, height: int, short_side: int | None) -> tuple[int, int]:
   """(w, h) with the short side scaled down to `short_side` (never up)."""
   if short_side is None or min(width, height) <= short_side:
     return width, height
   scale = short_side / min(width, height)
-  return (max(1, int(round(width * scale))),
-          max(1, int(round(height * scale))))
+  return (max(1, int(round(width * scale))), max(1, int(round(height * scale))))
 
 
-def decode_frames(video: epath.Path, wanted: np.ndarray, limit: int,
-                  size: tuple[int, int], jpeg_quality: int
-                  ) -> tuple[list[bytes], int]:
+def decode_frames(
+  video: epath.Path, wanted: np.ndarray, limit: int, size: tuple[int, int], jpeg_quality: int
+) -> tuple[list[bytes], int]:
   """Decodes `video`, keeping the frames at the `wanted` native indices.
 
   Args:
@@ -215,11 +227,10 @@ def decode_frames(video: epath.Path, wanted: np.ndarray, limit: int,
           if (rgb.shape[1], rgb.shape[0]) != size:
             rgb = cv2.resize(rgb, size, interpolation=cv2.INTER_AREA)
           ok, buf = cv2.imencode(
-              ".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR),
-              [cv2.IMWRITE_JPEG_QUALITY, jpeg_quality])
+            ".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, jpeg_quality]
+          )
           if not ok:
-            raise VideoError(f"{video}: JPEG encoding of frame {decoded} "
-                             "failed")
+            raise VideoError(f"{video}: JPEG encoding of frame {decoded} failed")
           out.append(buf.tobytes())
         decoded += 1
   except VideoError:
@@ -229,9 +240,14 @@ def decode_frames(video: epath.Path, wanted: np.ndarray, limit: int,
   return out, decoded
 
 
-def make_example(anno: vrd_json.VideoAnnotation, video: epath.Path,
-                 video_path: str, config: VrdConfig, category_index,
-                 predicate_index) -> dict:
+def make_example(
+  anno: vrd_json.VideoAnnotation,
+  video: epath.Path,
+  video_path: str,
+  config: VrdConfig,
+  category_index,
+  predicate_index,
+) -> dict:
   """Decodes `video` and builds the example dict (module docstring).
 
   Args:
@@ -250,19 +266,23 @@ def make_example(anno: vrd_json.VideoAnnotation, video: epath.Path,
     VideoError: undecodable video or no frame decoded.
   """
   if not video.exists():
-    raise FileNotFoundError(f"{video}: video of annotation {anno.path} is "
-                            "missing")
+    raise FileNotFoundError(f"{video}: video of annotation {anno.path} is missing")
   limit = anno.frame_count
   wanted = sample_indices(limit, anno.fps, config.fps)
   size = target_size(anno.width, anno.height, config.short_side)
-  jpegs, decoded = decode_frames(video, wanted, limit, size,
-                                 config.jpeg_quality)
+  jpegs, decoded = decode_frames(video, wanted, limit, size, config.jpeg_quality)
   if decoded == 0:
-    raise VideoError(f"{video}: no frame could be decoded "
-                     f"(annotation {anno.path} declares {anno.frame_count})")
+    raise VideoError(
+      f"{video}: no frame could be decoded (annotation {anno.path} declares {anno.frame_count})"
+    )
   if decoded < anno.frame_count:
-    logging.warning("%s: decoded %d frames, annotation declares %d; using %d",
-                    video, decoded, anno.frame_count, decoded)
+    logging.warning(
+      "%s: decoded %d frames, annotation declares %d; using %d",
+      video,
+      decoded,
+      anno.frame_count,
+      decoded,
+    )
   num_frames = decoded
   idx = wanted[wanted < num_frames]
   assert len(idx) == len(jpegs), (len(idx), len(jpegs))
@@ -281,44 +301,43 @@ def make_example(anno: vrd_json.VideoAnnotation, video: epath.Path,
 
   keep = anno.begin_fid < n
   if not keep.all():
-    logging.warning("%s: dropped %d relation(s) starting at or after frame %d",
-                    anno.path, int((~keep).sum()), n)
+    logging.warning(
+      "%s: dropped %d relation(s) starting at or after frame %d", anno.path, int((~keep).sum()), n
+    )
   begin_fid = anno.begin_fid[keep]
   end_fid = np.minimum(anno.end_fid[keep], n)
   rel_preds = [p for p, kp in zip(anno.predicates, keep) if kp]
   return {
-      "video_id": anno.video_id,
-      "video_path": video_path,
-      "fps": np.float64(anno.fps),
-      "frame_count": np.int32(anno.frame_count),
-      "num_frames": np.int32(num_frames),
-      "num_annotated_frames": np.int32(anno.num_annotated_frames),
-      "width": np.int32(anno.width),
-      "height": np.int32(anno.height),
-      "frames": jpegs,
-      "frame_indices": idx.astype(np.int32),
-      "tracks": {
-          "tid": anno.tids.astype(np.int32),
-          "category": np.array([category_index[c] for c in anno.categories],
-                               np.int32),
-          "boxes": boxes,
-          "present": present,
-          "generated": generated,
-          "native_boxes": native_boxes,
-          "native_present": native_present,
-      },
-      "relations": {
-          "subject": anno.subject[keep].astype(np.int32),
-          "object": anno.object[keep].astype(np.int32),
-          "subject_tid": anno.tids[anno.subject[keep]].astype(np.int32),
-          "object_tid": anno.tids[anno.object[keep]].astype(np.int32),
-          "predicate": np.array([predicate_index[p] for p in rel_preds],
-                                np.int32),
-          "begin_fid": begin_fid.astype(np.int32),
-          "end_fid": end_fid.astype(np.int32),
-          "begin": np.searchsorted(idx, begin_fid).astype(np.int32),
-          "end": np.searchsorted(idx, end_fid).astype(np.int32),
-      },
+    "video_id": anno.video_id,
+    "video_path": video_path,
+    "fps": np.float64(anno.fps),
+    "frame_count": np.int32(anno.frame_count),
+    "num_frames": np.int32(num_frames),
+    "num_annotated_frames": np.int32(anno.num_annotated_frames),
+    "width": np.int32(anno.width),
+    "height": np.int32(anno.height),
+    "frames": jpegs,
+    "frame_indices": idx.astype(np.int32),
+    "tracks": {
+      "tid": anno.tids.astype(np.int32),
+      "category": np.array([category_index[c] for c in anno.categories], np.int32),
+      "boxes": boxes,
+      "present": present,
+      "generated": generated,
+      "native_boxes": native_boxes,
+      "native_present": native_present,
+    },
+    "relations": {
+      "subject": anno.subject[keep].astype(np.int32),
+      "object": anno.object[keep].astype(np.int32),
+      "subject_tid": anno.tids[anno.subject[keep]].astype(np.int32),
+      "object_tid": anno.tids[anno.object[keep]].astype(np.int32),
+      "predicate": np.array([predicate_index[p] for p in rel_preds], np.int32),
+      "begin_fid": begin_fid.astype(np.int32),
+      "end_fid": end_fid.astype(np.int32),
+      "begin": np.searchsorted(idx, begin_fid).astype(np.int32),
+      "end": np.searchsorted(idx, end_fid).astype(np.int32),
+    },
   }
 
 
@@ -330,12 +349,13 @@ def frames_array(example: dict) -> np.ndarray:
   return np.stack(frames) if frames else np.zeros((0, 0, 0, 3), np.uint8)
 
 
-def missing_layout_error(manual_dir: epath.Path, expected: list[str],
-                         instructions: str) -> FileNotFoundError:
+def missing_layout_error(
+  manual_dir: epath.Path, expected: list[str], instructions: str
+) -> FileNotFoundError:
   """The error raised when no split folder exists in manual_dir."""
   return FileNotFoundError(
-      f"{manual_dir}: none of the expected folders exist: "
-      f"{', '.join(expected)}.\n{instructions}")
+    f"{manual_dir}: none of the expected folders exist: {', '.join(expected)}.\n{instructions}"
+  )
 
 
 # Track / relation features a training clip reads; the per-native-frame
@@ -360,7 +380,8 @@ class ClipSource:
   def __init__(self, builder, split: str):
     self._features = builder.info.features
     self._raw = builder.as_data_source(
-        split, deserialize_method=tfds.decode.DeserializeMethod.RAW_BYTES)
+      split, deserialize_method=tfds.decode.DeserializeMethod.RAW_BYTES
+    )
 
   def __len__(self) -> int:
     return len(self._raw)
@@ -373,8 +394,7 @@ class ClipSource:
       if key == "frames":
         out[key] = list(value)
       elif key == "tracks":
-        out[key] = {k: f[key][k].decode_example_np(value[k])
-                    for k in _CLIP_TRACK_KEYS}
+        out[key] = {k: f[key][k].decode_example_np(value[k]) for k in _CLIP_TRACK_KEYS}
       else:
         out[key] = f[key].decode_example_np(value)
     return out

@@ -45,19 +45,22 @@ def _table(name, result):
   d = result.as_dict()
   head = " ".join(f"{k:>8}" for k in d)
   vals = " ".join(f"{v:8.4f}" for v in d.values())
-  return (f"{name} ({result.num_videos} videos, {result.num_gt} GT "
-          f"relations)\n{head}\n{vals}")
+  return f"{name} ({result.num_videos} videos, {result.num_gt} GT relations)\n{head}\n{vals}"
 
 
 def _evaluations(gt, zs_gt, protocol):
   """[(name, TableEvaluation or None)]: "all", then the zero-shot ones."""
   out = [("all", scoring.TableEvaluation(gt, protocol))]
   if zs_gt is not None:
-    for name, filtered in (("zero_shot", True),
-                           ("generalized_zero_shot", False)):
-      out.append((name, scoring.TableEvaluation(
-          zs_gt, protocol, filter_predictions=filtered)
-                  if zs_gt.video_ids else None))
+    for name, filtered in (("zero_shot", True), ("generalized_zero_shot", False)):
+      out.append(
+        (
+          name,
+          scoring.TableEvaluation(zs_gt, protocol, filter_predictions=filtered)
+          if zs_gt.video_ids
+          else None,
+        )
+      )
   return out
 
 
@@ -89,10 +92,8 @@ class _Consumer:
         return
       gt, zs_gt = self.gt_job.gt, self.gt_job.zs_gt
       if self.validate_too:
-        counts = {vid: int(gt.bounds[i + 1] - gt.bounds[i])
-                  for i, vid in enumerate(gt.video_ids)}
-        self.validator = validate.ColumnarValidator(counts, self.protocol,
-                                                    self.dataset)
+        counts = {vid: int(gt.bounds[i + 1] - gt.bounds[i]) for i, vid in enumerate(gt.video_ids)}
+        self.validator = validate.ColumnarValidator(counts, self.protocol, self.dataset)
       self.evaluations = _evaluations(gt, zs_gt, self.protocol)
       while True:
         item = self.queue.get()
@@ -103,7 +104,7 @@ class _Consumer:
     except BaseException as e:  # pylint: disable=broad-except
       self.error = e
     finally:
-      if not ended:                # stop the scanner, take what it sends
+      if not ended:  # stop the scanner, take what it sends
         self.failed.set()
         while self.queue.get() is not None:
           pass
@@ -116,7 +117,7 @@ class _Consumer:
       self.complete = True
     elif kind == "chunk":
       if self.validator is not None and self.validator.errors_in:
-        self.complete = False        # refused anyway (unless repaired later)
+        self.complete = False  # refused anyway (unless repaired later)
         return
       table = fastjson.chunk_table(value)
       for _, ev in self.evaluations:
@@ -138,13 +139,11 @@ class _GroundTruthJob(threading.Thread):
     try:
       self.gt = io.read_groundtruth_table(args.groundtruth, args.dataset)
       if args.zero_shot:
-        train = io.read_groundtruth_table(args.zero_shot, args.dataset,
-                                          keep_boxes=False)
+        train = io.read_groundtruth_table(args.zero_shot, args.dataset, keep_boxes=False)
         gt = self.gt
         self.zs = set(gt.triplets) - set(train.triplets)
         is_zs = np.asarray([t in self.zs for t in gt.triplets], bool)
-        self.zs_gt = gt.select_rows(is_zs[gt.triplet] if len(is_zs) else
-                                    np.zeros(len(gt), bool))
+        self.zs_gt = gt.select_rows(is_zs[gt.triplet] if len(is_zs) else np.zeros(len(gt), bool))
     except (FileNotFoundError, vrd_json.AnnotationError) as e:
       self.error = e
     except BaseException as e:  # pylint: disable=broad-except
@@ -175,21 +174,25 @@ def _pass(path, gt_job, protocol, dataset, validate_too=True):
 @cli_errors.entry_point
 def main(argv=None) -> int:
   ap = cli_errors.ArgumentParser(
-      prog="python -m relations.evaluate video_relations",
-      description="Video relation detection / tagging, official numbers.")
+    prog="python -m relations.evaluate video_relations",
+    description="Video relation detection / tagging, official numbers.",
+  )
   ap.add_argument("--groundtruth", required=True, type=cli_errors.existing_path)
   ap.add_argument("--prediction", required=True, type=cli_errors.existing_file)
   ap.add_argument("--protocol", choices=scoring.PROTOCOLS, default="helper")
-  ap.add_argument("--zero-shot", dest="zero_shot", metavar="TRAIN_GT",
-                  type=cli_errors.existing_path)
+  ap.add_argument(
+    "--zero-shot", dest="zero_shot", metavar="TRAIN_GT", type=cli_errors.existing_path
+  )
   ap.add_argument("--per-video", dest="per_video", action="store_true")
-  ap.add_argument("--dataset", choices=["vidor", "vidvrd"],
-                  help="category lists for the validator (default: from "
-                  "the video ids)")
-  ap.add_argument("--output", help="write the metrics JSON here",
-                  type=cli_errors.output_file)
-  ap.add_argument("--official-lines", action="store_true",
-                  help="also print the official script's six lines")
+  ap.add_argument(
+    "--dataset",
+    choices=["vidor", "vidvrd"],
+    help="category lists for the validator (default: from the video ids)",
+  )
+  ap.add_argument("--output", help="write the metrics JSON here", type=cli_errors.output_file)
+  ap.add_argument(
+    "--official-lines", action="store_true", help="also print the official script's six lines"
+  )
   args = ap.parse_args(argv)
 
   gt_job = _GroundTruthJob(args)
@@ -203,8 +206,7 @@ def main(argv=None) -> int:
     scan_error = f"error: {e}"
   gt_job.join()
   if gt_job.error is not None:
-    if not isinstance(gt_job.error, (FileNotFoundError,
-                                     vrd_json.AnnotationError)):
+    if not isinstance(gt_job.error, (FileNotFoundError, vrd_json.AnnotationError)):
       raise gt_job.error
     print(f"error: {gt_job.error}", file=sys.stderr)
     return 2
@@ -216,16 +218,17 @@ def main(argv=None) -> int:
   evaluations = consumer.evaluations
   if report.ok and not consumer.complete:
     # An error that a repeated video id later replaced: score again.
-    evaluations = _pass(args.prediction, gt_job, args.protocol, args.dataset,
-                        validate_too=False).evaluations
+    evaluations = _pass(
+      args.prediction, gt_job, args.protocol, args.dataset, validate_too=False
+    ).evaluations
   if report.problems:
     print(report.summary(), file=sys.stderr)
   if not report.ok:
-    print(f"error: {args.prediction}: {len(report.errors)} format errors; "
-          "not scored", file=sys.stderr)
+    print(
+      f"error: {args.prediction}: {len(report.errors)} format errors; not scored", file=sys.stderr
+    )
     return 1
-  out = {"protocol": args.protocol, "groundtruth": args.groundtruth,
-         "prediction": args.prediction}
+  out = {"protocol": args.protocol, "groundtruth": args.groundtruth, "prediction": args.prediction}
   failed = False
   # Each evaluation stands alone (the official scripts run them
   # separately): one that cannot be scored does not stop the others.
@@ -237,8 +240,10 @@ def main(argv=None) -> int:
     try:
       res = ev.result()
     except scoring.ScoringError as e:
-      print(f"error: {args.prediction}: cannot be scored"
-            f"{'' if name == 'all' else f' ({name})'}: {e}", file=sys.stderr)
+      print(
+        f"error: {args.prediction}: cannot be scored{'' if name == 'all' else f' ({name})'}: {e}",
+        file=sys.stderr,
+      )
       failed = True
       if name == "all":
         out["error"] = str(e)
@@ -248,11 +253,9 @@ def main(argv=None) -> int:
     print(_table(name, res))
     if args.official_lines:
       print("\n".join(res.official_lines()))
-    metrics = dict(res.as_dict(), num_videos=res.num_videos,
-                   num_gt=res.num_gt)
+    metrics = dict(res.as_dict(), num_videos=res.num_videos, num_gt=res.num_gt)
     if args.per_video:
-      metrics["per_video_ap"] = {v: float(ap)
-                                 for v, ap in res.video_ap.items()}
+      metrics["per_video_ap"] = {v: float(ap) for v, ap in res.video_ap.items()}
     if name == "all":
       metrics["num_warnings"] = len(report.warnings)
       out.update(metrics)

@@ -56,13 +56,13 @@ class TrajectoryStore:
       grown = np.empty((max(2 * len(self.buffer), offset + n), 4))
       grown[:offset] = self.buffer[:offset]
       self.buffer = grown
-    self.buffer[offset:offset + n] = arr.reshape(n, 4)
+    self.buffer[offset : offset + n] = arr.reshape(n, 4)
     self.size += n
     return offset, n
 
   def boxes(self) -> np.ndarray:
     """[N, 4] float64, all boxes added so far (a view of `buffer`)."""
-    return self.buffer[:self.size]
+    return self.buffer[: self.size]
 
 
 def duration_flags(start, end) -> int:
@@ -99,6 +99,7 @@ class RelationTable:
     py_scores: None, or {row: Python int}: scores that are integers in the
       submission (the official integer-array semantics depend on it).
   """
+
   video_ids: list
   bounds: np.ndarray
   triplets: list
@@ -122,11 +123,18 @@ class RelationTable:
   @classmethod
   def empty(cls) -> "RelationTable":
     """A table without videos."""
-    return cls(video_ids=[], bounds=np.zeros(1, np.int64), triplets=[],
-               triplet=np.zeros(0, np.int64), score=np.zeros(0),
-               duration=np.zeros((0, 2)), flags=np.zeros(0, np.uint8),
-               boxes=np.zeros((0, 4)), offset=np.zeros((0, 2), np.int64),
-               length=np.zeros((0, 2), np.int64))
+    return cls(
+      video_ids=[],
+      bounds=np.zeros(1, np.int64),
+      triplets=[],
+      triplet=np.zeros(0, np.int64),
+      score=np.zeros(0),
+      duration=np.zeros((0, 2)),
+      flags=np.zeros(0, np.uint8),
+      boxes=np.zeros((0, 4)),
+      offset=np.zeros((0, 2), np.int64),
+      length=np.zeros((0, 2), np.int64),
+    )
 
   def select_rows(self, keep: np.ndarray) -> "RelationTable":
     """The rows where `keep` [R] bool, videos left without rows dropped.
@@ -139,8 +147,7 @@ class RelationTable:
     counts = kept[self.bounds[1:]] - kept[self.bounds[:-1]]
     index = self.index
     if index is None:
-      index = np.arange(len(keep)) - np.repeat(self.bounds[:-1],
-                                               np.diff(self.bounds))
+      index = np.arange(len(keep)) - np.repeat(self.bounds[:-1], np.diff(self.bounds))
     rows = np.flatnonzero(keep)
     videos = np.flatnonzero(counts)
     py = None
@@ -148,15 +155,21 @@ class RelationTable:
       new = {int(r): k for k, r in enumerate(rows.tolist())}
       py = {new[r]: s for r, s in self.py_scores.items() if r in new}
     return dataclasses.replace(
-        self, video_ids=[self.video_ids[v] for v in videos.tolist()],
-        bounds=_bounds(counts[videos]), triplet=self.triplet[rows],
-        score=self.score[rows], duration=self.duration[rows],
-        flags=self.flags[rows], offset=self.offset[rows],
-        length=self.length[rows], index=index[rows], py_scores=py)
+      self,
+      video_ids=[self.video_ids[v] for v in videos.tolist()],
+      bounds=_bounds(counts[videos]),
+      triplet=self.triplet[rows],
+      score=self.score[rows],
+      duration=self.duration[rows],
+      flags=self.flags[rows],
+      offset=self.offset[rows],
+      length=self.length[rows],
+      index=index[rows],
+      py_scores=py,
+    )
 
   @classmethod
-  def from_relations(cls, results: Mapping[str, Sequence[Any]]
-                     ) -> "RelationTable":
+  def from_relations(cls, results: Mapping[str, Sequence[Any]]) -> "RelationTable":
     """Table of model relations without building nested lists.
 
     Args:
@@ -175,25 +188,28 @@ class RelationTable:
     trajs = [t for r in rels for t in (r.sub_traj, r.obj_traj)]
     lengths = np.fromiter(map(len, trajs), np.int64, len(trajs))
     offsets = np.cumsum(lengths) - lengths
-    boxes = (np.concatenate(trajs, axis=0).astype(np.float64, copy=False)
-             .reshape(-1, 4) if trajs else np.zeros((0, 4)))
+    boxes = (
+      np.concatenate(trajs, axis=0).astype(np.float64, copy=False).reshape(-1, 4)
+      if trajs
+      else np.zeros((0, 4))
+    )
     if len(boxes) != lengths.sum():
       raise ValueError("sub_traj / obj_traj must be [n, 4] box arrays")
     return cls(
-        video_ids=list(results),
-        bounds=_bounds([len(rs) for rs in results.values()]),
-        triplets=list(vocab), triplet=np.asarray(triplet, np.int64),
-        score=np.fromiter((r.score for r in rels), np.float64, len(rels)),
-        duration=np.asarray([(r.start, r.end) for r in rels],
-                            np.float64).reshape(-1, 2),
-        flags=np.full(len(rels), kernels.START_INT | kernels.END_INT,
-                      np.uint8),
-        boxes=boxes, offset=offsets.reshape(-1, 2),
-        length=lengths.reshape(-1, 2))
+      video_ids=list(results),
+      bounds=_bounds([len(rs) for rs in results.values()]),
+      triplets=list(vocab),
+      triplet=np.asarray(triplet, np.int64),
+      score=np.fromiter((r.score for r in rels), np.float64, len(rels)),
+      duration=np.asarray([(r.start, r.end) for r in rels], np.float64).reshape(-1, 2),
+      flags=np.full(len(rels), kernels.START_INT | kernels.END_INT, np.uint8),
+      boxes=boxes,
+      offset=offsets.reshape(-1, 2),
+      length=lengths.reshape(-1, 2),
+    )
 
   @classmethod
-  def from_dicts(cls, results: Mapping[str, Sequence[Mapping]]
-                 ) -> "RelationTable":
+  def from_dicts(cls, results: Mapping[str, Sequence[Mapping]]) -> "RelationTable":
     """Table of official-format relations (GT or `results` of a submission).
 
     Every trajectory is converted (~0.1 us per box); use it for data that
@@ -208,7 +224,7 @@ class RelationTable:
       counts.append(len(rels))
       for r in rels:
         triplet.append(vocab.setdefault(tuple(r["triplet"]), len(vocab)))
-        score.append(r.get("score", 0.))
+        score.append(r.get("score", 0.0))
         d = r["duration"]
         dur.append((d[0], d[1]))
         flags.append(duration_flags(d[0], d[1]))
@@ -217,13 +233,18 @@ class RelationTable:
           offs.append(o)
           lens.append(n)
     return cls(
-        video_ids=list(results), bounds=_bounds(counts),
-        triplets=list(vocab), triplet=np.asarray(triplet, np.int64),
-        score=np.asarray(score, np.float64),
-        duration=np.asarray(dur, np.float64).reshape(-1, 2),
-        flags=np.asarray(flags, np.uint8), boxes=store.boxes(),
-        offset=np.asarray(offs, np.int64).reshape(-1, 2),
-        length=np.asarray(lens, np.int64).reshape(-1, 2), exact_ints=True)
+      video_ids=list(results),
+      bounds=_bounds(counts),
+      triplets=list(vocab),
+      triplet=np.asarray(triplet, np.int64),
+      score=np.asarray(score, np.float64),
+      duration=np.asarray(dur, np.float64).reshape(-1, 2),
+      flags=np.asarray(flags, np.uint8),
+      boxes=store.boxes(),
+      offset=np.asarray(offs, np.int64).reshape(-1, 2),
+      length=np.asarray(lens, np.int64).reshape(-1, 2),
+      exact_ints=True,
+    )
 
 
 def _bounds(counts):

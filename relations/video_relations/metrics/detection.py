@@ -41,14 +41,16 @@ def detection_ap(frames, iou_threshold=0.5):
     dict with `AP50` (mean over categories with ground truth) and
     `AP50_per_class` `{label: ap}`.
   """
-  dets = collections.defaultdict(list)   # label -> [(score, frame, box)]
+  dets = collections.defaultdict(list)  # label -> [(score, frame, box)]
   n_gt = collections.Counter()
   for f, fr in enumerate(frames):
     for l in np.asarray(fr["gt_labels"]).tolist():
       n_gt[l] += 1
-    for b, l, s in zip(np.asarray(fr["pred_boxes"]).reshape(-1, 4),
-                       np.asarray(fr["pred_labels"]).tolist(),
-                       np.asarray(fr["pred_scores"]).tolist()):
+    for b, l, s in zip(
+      np.asarray(fr["pred_boxes"]).reshape(-1, 4),
+      np.asarray(fr["pred_labels"]).tolist(),
+      np.asarray(fr["pred_scores"]).tolist(),
+    ):
       dets[l].append((s, f, b))
   per_class = {}
   for label, n in sorted(n_gt.items()):
@@ -89,8 +91,8 @@ def clear_mot(frames, iou_threshold=0.5):
   Returns:
     dict with `MOTA`, `IDSW`, `FP`, `FN`, `num_gt`, `num_matches`.
   """
-  last = {}        # gt id -> track id of its last correspondence
-  prev = {}        # gt id -> track id in the previous frame
+  last = {}  # gt id -> track id of its last correspondence
+  prev = {}  # gt id -> track id in the previous frame
   fp = fn = idsw = n_gt = n_match = 0
   for fr in frames:
     gid = np.asarray(fr["gt_ids"]).tolist()
@@ -101,7 +103,7 @@ def clear_mot(frames, iou_threshold=0.5):
     iou = box_lib.np_pairwise_iou(gb, hb)
     cur = {}
     used_h = set()
-    for gi, g in enumerate(gid):          # keep last frame's correspondences
+    for gi, g in enumerate(gid):  # keep last frame's correspondences
       h = prev.get(g)
       if h in hid:
         hi = hid.index(h)
@@ -126,5 +128,4 @@ def clear_mot(frames, iou_threshold=0.5):
     last.update(cur)
     prev = cur
   mota = 1.0 - (fn + fp + idsw) / n_gt if n_gt else 0.0
-  return {"MOTA": mota, "IDSW": idsw, "FP": fp, "FN": fn, "num_gt": n_gt,
-          "num_matches": n_match}
+  return {"MOTA": mota, "IDSW": idsw, "FP": fp, "FN": fn, "num_gt": n_gt, "num_matches": n_match}

@@ -49,18 +49,20 @@ import numpy as np
 from relations.video_relations.metrics import columns
 from relations.video_relations.metrics import json_scan
 
-WINDOW = 64 << 20                  # initial window (bytes)
-BLOCK = 8 << 20                    # read-ahead block (bytes)
-CAPACITY = (4096, 1 << 16, 1 << 21)   # initial videos, records, boxes
+WINDOW = 64 << 20  # initial window (bytes)
+BLOCK = 8 << 20  # read-ahead block (bytes)
+CAPACITY = (4096, 1 << 16, 1 << 21)  # initial videos, records, boxes
 IRREGULAR = json_scan.IRREGULAR
 WARN = json_scan.WARN
 XZ_MAGIC = b"\xfd7zXZ\x00"
 
 
-_FORMAT_ERROR_WHAT = {"json": "malformed JSON",
-                      "deep": "JSON nested too deeply",
-                      "value": "unreadable JSON value",
-                      "decode": "cannot decompress / decode"}
+_FORMAT_ERROR_WHAT = {
+  "json": "malformed JSON",
+  "deep": "JSON nested too deeply",
+  "value": "unreadable JSON value",
+  "decode": "cannot decompress / decode",
+}
 
 
 class FormatError(ValueError):
@@ -78,10 +80,10 @@ class FormatError(ValueError):
   def message(self, name: str, decode: str | None = None) -> str:
     """`name: <what>: detail` (the wording of `io.load_submission`);
     `decode` replaces the "decode" kind's words."""
-    what = _FORMAT_ERROR_WHAT.get(self.kind) if self.kind != "decode" or (
-        decode is None) else decode
-    return f"{name}: {what}: {self.detail}" if what else (
-        f"{name}: {self.detail}")
+    what = (
+      _FORMAT_ERROR_WHAT.get(self.kind) if self.kind != "decode" or (decode is None) else decode
+    )
+    return f"{name}: {what}: {self.detail}" if what else (f"{name}: {self.detail}")
 
 
 def duplicate_message(dups: list, videos) -> str:
@@ -89,9 +91,11 @@ def duplicate_message(dups: list, videos) -> str:
   key: `dups` the repeated keys in the order json.load meets them, `videos`
   the keys of the last `results` object."""
   what = "video" if dups[0] in videos else "key"
-  return (f"{what} {dups[0]!r} appears more than once ({len(dups)} "
-          "duplicated key(s)); JSON readers keep only the last, so the other "
-          "predictions would be lost. Merge them into one entry")
+  return (
+    f"{what} {dups[0]!r} appears more than once ({len(dups)} "
+    "duplicated key(s)); JSON readers keep only the last, so the other "
+    "predictions would be lost. Merge them into one entry"
+  )
 
 
 class NotTabular(ValueError):
@@ -149,6 +153,7 @@ class Chunk:
     raw: None, or (a detached chunk, `buf` None) the bytes of every flagged
       row, {row: bytes}.
   """
+
   buf: np.ndarray
   base: int
   video_ids: list
@@ -197,8 +202,7 @@ class _Source:
     self.done = False
     self.q = queue.Queue(maxsize=3)
     self.stop = threading.Event()
-    self.thread = threading.Thread(target=self._run, args=(block,),
-                                   daemon=True)
+    self.thread = threading.Thread(target=self._run, args=(block,), daemon=True)
     self.thread.start()
 
   def _run(self, block):
@@ -224,7 +228,7 @@ class _Source:
   def read(self) -> bytes:
     if not self.xz:
       return self.file.read(BLOCK)
-    if self.done:                 # the thread has ended
+    if self.done:  # the thread has ended
       return b""
     item = self.q.get()
     if not isinstance(item, bytes) or not item:
@@ -274,13 +278,24 @@ class _Outputs:
     self.counts = np.zeros(3, np.int64)
 
   def grown(self):
-    return _Outputs(2 * len(self.vid_list), 2 * len(self.score),
-                    len(self.boxes) // 2)
+    return _Outputs(2 * len(self.vid_list), 2 * len(self.score), len(self.boxes) // 2)
 
   def args(self):
-    return (self.vid_tok, self.vid_val, self.vid_list, self.vid_rows,
-            self.pspan, self.pflag, self.name_tok, self.score, self.dur,
-            self.dflags, self.traj, self.boxes, self.counts)
+    return (
+      self.vid_tok,
+      self.vid_val,
+      self.vid_list,
+      self.vid_rows,
+      self.pspan,
+      self.pflag,
+      self.name_tok,
+      self.score,
+      self.dur,
+      self.dflags,
+      self.traj,
+      self.boxes,
+      self.counts,
+    )
 
 
 def _position(buf, base, pos):
@@ -305,40 +320,62 @@ def _chunk(buf, base, out, vocab, detach=False):
   if plain.any():
     ntok = out.name_tok[:npred][plain].reshape(-1, 2)
     ids, reps, collision = json_scan.name_ids(buf, ntok)
-    if collision:          # a 64-bit hash collision: decode every token
-      ids = np.asarray([vocab.name_id(_decode_token(buf[s:e].tobytes()))
-                        for s, e in ntok.tolist()], np.int64)
+    if collision:  # a 64-bit hash collision: decode every token
+      ids = np.asarray(
+        [vocab.name_id(_decode_token(buf[s:e].tobytes())) for s, e in ntok.tolist()], np.int64
+      )
     else:
-      glob = np.asarray([vocab.name_id(_decode_token(
-          buf[ntok[r, 0]:ntok[r, 1]].tobytes())) for r in reps.tolist()],
-                        np.int64)
+      glob = np.asarray(
+        [
+          vocab.name_id(_decode_token(buf[ntok[r, 0] : ntok[r, 1]].tobytes()))
+          for r in reps.tolist()
+        ],
+        np.int64,
+      )
       ids = glob[ids]
     ids = ids.reshape(-1, 3)
     names[plain] = ids
     uniq, inverse = np.unique(ids, axis=0, return_inverse=True)
-    tid = np.asarray([vocab.triplet_id(tuple(vocab.names[j] for j in u))
-                      for u in uniq.tolist()], np.int64)
+    tid = np.asarray(
+      [vocab.triplet_id(tuple(vocab.names[j] for j in u)) for u in uniq.tolist()], np.int64
+    )
     triplet[plain] = tid[inverse.reshape(-1)]
   raw = None
   if detach:
-    raw = {r: buf[out.pspan[r, 0]:out.pspan[r, 1]].tobytes()
-           for r in np.flatnonzero(flag).tolist()}
+    raw = {
+      r: buf[out.pspan[r, 0] : out.pspan[r, 1]].tobytes() for r in np.flatnonzero(flag).tolist()
+    }
     buf = None
   return Chunk(
-      raw=raw, buf=buf, base=base, video_ids=video_ids,
-      is_list=out.vid_list[:nv], value_span=out.vid_val[:nv],
-      rows=out.vid_rows[:nv + 1],
-      span=out.pspan[:npred], flag=flag, triplet=triplet, names=names,
-      score=out.score[:npred], duration=out.dur[:npred],
-      flags=out.dflags[:npred], traj=out.traj[:npred],
-      boxes=out.boxes[:4 * nbox].reshape(-1, 4), vocab=vocab)
+    raw=raw,
+    buf=buf,
+    base=base,
+    video_ids=video_ids,
+    is_list=out.vid_list[:nv],
+    value_span=out.vid_val[:nv],
+    rows=out.vid_rows[: nv + 1],
+    span=out.pspan[:npred],
+    flag=flag,
+    triplet=triplet,
+    names=names,
+    score=out.score[:npred],
+    duration=out.dur[:npred],
+    flags=out.dflags[:npred],
+    traj=out.traj[:npred],
+    boxes=out.boxes[: 4 * nbox].reshape(-1, 4),
+    vocab=vocab,
+  )
 
 
-def scan_document(source, groundtruth: bool = False,
-                  vocab: Vocabulary | None = None,
-                  window: int | None = None, detach: bool = False,
-                  capacity: tuple | None = None, unique_keys: bool = False
-                  ) -> Iterator[tuple[str, Any]]:
+def scan_document(
+  source,
+  groundtruth: bool = False,
+  vocab: Vocabulary | None = None,
+  window: int | None = None,
+  detach: bool = False,
+  capacity: tuple | None = None,
+  unique_keys: bool = False,
+) -> Iterator[tuple[str, Any]]:
   """Events of a document, read window by window.
 
   Args:
@@ -374,11 +411,13 @@ def scan_document(source, groundtruth: bool = False,
       json.loads refuses, or (unique_keys) a repeated key.
   """
   vocab = vocab or Vocabulary()
-  src = (_BytesSource(bytes(source)) if isinstance(
-      source, (bytes, bytearray, memoryview)) else _Source(source, BLOCK))
+  src = (
+    _BytesSource(bytes(source))
+    if isinstance(source, (bytes, bytearray, memoryview))
+    else _Source(source, BLOCK)
+  )
   try:
-    events = _scan(src, groundtruth, vocab, window or WINDOW, detach,
-                   capacity or CAPACITY)
+    events = _scan(src, groundtruth, vocab, window or WINDOW, detach, capacity or CAPACITY)
     if unique_keys and not groundtruth:
       events = _unique_keys(events)
     for event in events:
@@ -412,8 +451,7 @@ def _unique_keys(events):
       if pending is not None:
         dups.append(pending)
       if dups:
-        raise FormatError("duplicate", duplicate_message(
-            dups, videos if value == 1 else ()))
+        raise FormatError("duplicate", duplicate_message(dups, videos if value == 1 else ()))
     yield event
 
 
@@ -440,22 +478,21 @@ def _scan(src, groundtruth, vocab, window, detach, capacity):
           eof = True
           break
       k = min(len(pending), len(win) - filled)
-      win[filled:filled + k] = np.frombuffer(pending, np.uint8, k)
+      win[filled : filled + k] = np.frombuffer(pending, np.uint8, k)
       pending = pending[k:]
       filled += k
     final = eof and not pending
     buf = win[:filled]
     out = outs[turn]
-    code, newpos = json_scan.scan_window(buf, final, groundtruth, state, pos,
-                                         *out.args())
+    code, newpos = json_scan.scan_window(buf, final, groundtruth, state, pos, *out.args())
     code, newpos = int(code), int(newpos)
     if out.counts[0]:
       yield "chunk", _chunk(buf, base, out, vocab, detach)
       turn = (turn + 1) % len(outs)
     if state[1] >= 0:
-      yield "version", json.loads(buf[state[1]:state[2]].tobytes())
+      yield "version", json.loads(buf[state[1] : state[2]].tobytes())
     if code == json_scan.TOP_KEY:
-      yield "key", _decode_token(buf[newpos:state[3]].tobytes())
+      yield "key", _decode_token(buf[newpos : state[3]].tobytes())
       pos = newpos
       continue
     if code == json_scan.DONE:
@@ -473,12 +510,14 @@ def _scan(src, groundtruth, vocab, window, detach, capacity):
       _utf8_error(src, buf, base, pending)
       where = _position(buf, base, newpos)
       if code == json_scan.TOO_DEEP:
-        raise FormatError("deep", f"nesting deeper than "
-                          f"{json_scan.MAX_DEPTH} levels at {where}")
+        raise FormatError("deep", f"nesting deeper than {json_scan.MAX_DEPTH} levels at {where}")
       if code == json_scan.HUGE_INT:
-        raise FormatError("value", "an integer of more than "
-                          f"{json_scan.MAX_INT_DIGITS} digits (Python's limit "
-                          f"for integer string conversion) at {where}")
+        raise FormatError(
+          "value",
+          "an integer of more than "
+          f"{json_scan.MAX_INT_DIGITS} digits (Python's limit "
+          f"for integer string conversion) at {where}",
+        )
       raise FormatError("json", f"invalid JSON at {where}")
     if code == json_scan.RESULTS_AGAIN:
       yield "results_again", None
@@ -497,8 +536,7 @@ def _scan(src, groundtruth, vocab, window, detach, capacity):
       win = grown
     elif newpos:
       tail = filled - newpos
-      win[:tail] = win[newpos:filled].copy() if tail > newpos else win[
-          newpos:filled]
+      win[:tail] = win[newpos:filled].copy() if tail > newpos else win[newpos:filled]
       base += newpos
       filled = tail
     pos = 0
@@ -514,16 +552,20 @@ def _utf8_error(src, buf, base, pending):
     status, at = json_scan.utf8_check(np.frombuffer(chunk, np.uint8))
     at = int(at)
     if status == 1:
-      raise FormatError("decode", f"'utf-8' codec can't decode byte "
-                        f"0x{chunk[at]:02x} at byte {offset + at}")
+      raise FormatError(
+        "decode", f"'utf-8' codec can't decode byte 0x{chunk[at]:02x} at byte {offset + at}"
+      )
     offset += at
     tail = chunk[at:]
     data, pending = (pending, b"") if pending else (src.read(), b"")
     if not data:
       if tail:
-        raise FormatError("decode", f"'utf-8' codec can't decode byte "
-                          f"0x{tail[0]:02x} at byte {offset}: unexpected "
-                          "end of data")
+        raise FormatError(
+          "decode",
+          f"'utf-8' codec can't decode byte "
+          f"0x{tail[0]:02x} at byte {offset}: unexpected "
+          "end of data",
+        )
       return
 
 
@@ -534,22 +576,33 @@ def record_values(rec) -> tuple | None:
   if not isinstance(rec, dict):
     return None
   t, d = rec.get("triplet"), rec.get("duration")
-  if (not isinstance(t, list) or not all(isinstance(x, str) for x in t)
-      or not isinstance(d, list) or len(d) != 2
-      or any(isinstance(x, bool) or not isinstance(x, (int, float))
-             for x in d)):
+  if (
+    not isinstance(t, list)
+    or not all(isinstance(x, str) for x in t)
+    or not isinstance(d, list)
+    or len(d) != 2
+    or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in d)
+  ):
     return None
   s = rec.get("score", 0.0)
   if isinstance(s, bool) or not isinstance(s, (int, float)):
     return None
   if "sub_traj" not in rec or "obj_traj" not in rec:
     return None
-  return (tuple(t), s, d[0], d[1], columns.duration_flags(d[0], d[1]),
-          rec["sub_traj"], rec["obj_traj"])
+  return (
+    tuple(t),
+    s,
+    d[0],
+    d[1],
+    columns.duration_flags(d[0], d[1]),
+    rec["sub_traj"],
+    rec["obj_traj"],
+  )
 
 
-def chunk_table(chunk: Chunk, records: dict | None = None,
-                copy: bool = False) -> columns.RelationTable:
+def chunk_table(
+  chunk: Chunk, records: dict | None = None, copy: bool = False
+) -> columns.RelationTable:
   """The chunk's list-valued videos as a `RelationTable`.
 
   Args:
@@ -576,8 +629,7 @@ def chunk_table(chunk: Chunk, records: dict | None = None,
     store = columns.TrajectoryStore()
     py_scores = {}
     for r in irregular.tolist():
-      rec = records[r] if records is not None and r in records else (
-          chunk.decode(r))
+      rec = records[r] if records is not None and r in records else (chunk.decode(r))
       vals = record_values(rec)
       if vals is None:
         triplet[r] = vocab.triplet_id(("<unreadable record>",))
@@ -597,21 +649,34 @@ def chunk_table(chunk: Chunk, records: dict | None = None,
         length[r, side] = n
     boxes = np.concatenate([boxes, store.boxes()])
   table = columns.RelationTable(
-      video_ids=list(chunk.video_ids), bounds=chunk.rows,
-      triplets=vocab.triplets, triplet=triplet, score=score,
-      duration=duration, flags=flags, boxes=boxes, offset=offset,
-      length=length, exact_ints=True, py_scores=py_scores or None)
+    video_ids=list(chunk.video_ids),
+    bounds=chunk.rows,
+    triplets=vocab.triplets,
+    triplet=triplet,
+    score=score,
+    duration=duration,
+    flags=flags,
+    boxes=boxes,
+    offset=offset,
+    length=length,
+    exact_ints=True,
+    py_scores=py_scores or None,
+  )
   if copy:
     table = dataclasses.replace(
-        table, score=table.score.copy(), duration=table.duration.copy(),
-        flags=table.flags.copy(), boxes=table.boxes.copy(),
-        offset=table.offset.copy(), length=table.length.copy())
+      table,
+      score=table.score.copy(),
+      duration=table.duration.copy(),
+      flags=table.flags.copy(),
+      boxes=table.boxes.copy(),
+      offset=table.offset.copy(),
+      length=table.length.copy(),
+    )
   table.bounds = table.bounds.copy()
   return table
 
 
-def concat_tables(parts: list, order: dict | None = None
-                  ) -> columns.RelationTable:
+def concat_tables(parts: list, order: dict | None = None) -> columns.RelationTable:
   """One table of `parts` (tables sharing one triplet list).
 
   Args:
@@ -628,19 +693,19 @@ def concat_tables(parts: list, order: dict | None = None
     for k, part in enumerate(parts):
       for j, vid in enumerate(part.video_ids):
         order[vid] = (k, j)
-  if len(parts) == 1 and list(order.values()) == [
-      (0, j) for j in range(len(parts[0].video_ids))]:
+  if len(parts) == 1 and list(order.values()) == [(0, j) for j in range(len(parts[0].video_ids))]:
     # One part in its own order: no copy, only the triplet ids compacted.
     part = parts[0]
-    uniq, first, inverse = np.unique(part.triplet, return_index=True,
-                                     return_inverse=True)
+    uniq, first, inverse = np.unique(part.triplet, return_index=True, return_inverse=True)
     by_first = np.argsort(first, kind="stable")
     rank = np.empty(len(uniq), np.int64)
     rank[by_first] = np.arange(len(uniq))
     return dataclasses.replace(
-        part, video_ids=list(order),
-        triplets=[part.triplets[u] for u in uniq[by_first].tolist()],
-        triplet=rank[inverse.reshape(-1)])
+      part,
+      video_ids=list(order),
+      triplets=[part.triplets[u] for u in uniq[by_first].tolist()],
+      triplet=rank[inverse.reshape(-1)],
+    )
   row_base = np.cumsum([0] + [len(p) for p in parts])
   box_base = np.cumsum([0] + [len(p.boxes) for p in parts])
   sel, counts = [], []
@@ -651,36 +716,44 @@ def concat_tables(parts: list, order: dict | None = None
   sel = np.concatenate(sel) if sel else np.zeros(0, np.int64)
 
   def cat(name):
-    return np.concatenate([getattr(p, name) for p in parts]) if parts else (
-        getattr(columns.RelationTable.empty(), name))
-  offset = np.concatenate([p.offset + box_base[k] for k, p in
-                           enumerate(parts)]) if parts else np.zeros(
-                               (0, 2), np.int64)
+    return (
+      np.concatenate([getattr(p, name) for p in parts])
+      if parts
+      else (getattr(columns.RelationTable.empty(), name))
+    )
+
+  offset = (
+    np.concatenate([p.offset + box_base[k] for k, p in enumerate(parts)])
+    if parts
+    else np.zeros((0, 2), np.int64)
+  )
   py = {}
   for k, p in enumerate(parts):
     for r, s in (p.py_scores or {}).items():
       py[int(r + row_base[k])] = s
   triplet = cat("triplet")[sel]
   triplets = parts[0].triplets if parts else []
-  uniq, first, inverse = np.unique(triplet, return_index=True,
-                                   return_inverse=True)
+  uniq, first, inverse = np.unique(triplet, return_index=True, return_inverse=True)
   rank = np.empty(len(uniq), np.int64)
   rank[np.argsort(first, kind="stable")] = np.arange(len(uniq))
   new_pos = {int(r): i for i, r in enumerate(sel.tolist())} if py else {}
   return columns.RelationTable(
-      video_ids=list(order), bounds=columns._bounds(counts),  # pylint: disable=protected-access
-      triplets=[triplets[u] for u in uniq[np.argsort(first, kind="stable")]
-                .tolist()],
-      triplet=rank[inverse.reshape(-1)], score=cat("score")[sel],
-      duration=cat("duration")[sel], flags=cat("flags")[sel],
-      boxes=cat("boxes"), offset=offset[sel], length=cat("length")[sel],
-      exact_ints=True,
-      py_scores={new_pos[r]: s for r, s in py.items() if r in new_pos}
-      or None)
+    video_ids=list(order),
+    bounds=columns._bounds(counts),  # pylint: disable=protected-access
+    triplets=[triplets[u] for u in uniq[np.argsort(first, kind="stable")].tolist()],
+    triplet=rank[inverse.reshape(-1)],
+    score=cat("score")[sel],
+    duration=cat("duration")[sel],
+    flags=cat("flags")[sel],
+    boxes=cat("boxes"),
+    offset=offset[sel],
+    length=cat("length")[sel],
+    exact_ints=True,
+    py_scores={new_pos[r]: s for r, s in py.items() if r in new_pos} or None,
+  )
 
 
-def parse_table(data, groundtruth: bool = False,
-                name: str = "<bytes>") -> columns.RelationTable:
+def parse_table(data, groundtruth: bool = False, name: str = "<bytes>") -> columns.RelationTable:
   """A whole submission (or GT JSON) document -> `RelationTable`.
 
   Videos in `json.load`'s dict order (a repeated id: the last value at
@@ -706,9 +779,11 @@ def parse_table(data, groundtruth: bool = False,
           records[r] = value.decode(r)
           if record_values(records[r]) is None:
             v = int(np.searchsorted(value.rows, r, side="right")) - 1
-            raise NotTabular(f"{name}: video {value.video_ids[v]!r}, record "
-                             f"{r - int(value.rows[v])}: not a relation the "
-                             "scorer can read")
+            raise NotTabular(
+              f"{name}: video {value.video_ids[v]!r}, record "
+              f"{r - int(value.rows[v])}: not a relation the "
+              "scorer can read"
+            )
         if bad:
           raise NotTabular(f"{name}: video {bad[0]!r}: not a list")
         parts.append(chunk_table(value, records, copy=True))
@@ -720,9 +795,11 @@ def parse_table(data, groundtruth: bool = False,
         if value != 1 and not groundtruth:
           raise NotTabular(f"{name}: no top-level 'results' object")
       elif event in ("not_object", "annotation"):
-        raise NotTabular(f"{name}: not a {{video_id: [...]}} mapping"
-                         if groundtruth else
-                         f"{name}: no top-level 'results' object")
+        raise NotTabular(
+          f"{name}: not a {{video_id: [...]}} mapping"
+          if groundtruth
+          else f"{name}: no top-level 'results' object"
+        )
   except FormatError as e:
     raise NotTabular(f"{name}: {e.detail}") from None
   return concat_tables(parts, order)

@@ -23,7 +23,7 @@ from relations.video_relations.data import annotations as vrd_json
 from relations.video_relations.data import categories as vrd_categories
 from relations.video_relations.metrics import columns
 from relations.video_relations.metrics import fastjson
-from relations.io_util import write_json_atomic# pylint: disable=unused-import  (re-exported)
+from relations.io_util import write_json_atomic  # pylint: disable=unused-import  (re-exported)
 
 
 class SubmissionError(ValueError):
@@ -112,8 +112,9 @@ def load_submission(path: str) -> Any:
   except json.JSONDecodeError as e:
     raise SubmissionError(f"{path}: malformed JSON: {e}") from e
   except RecursionError:
-    raise SubmissionError(f"{path}: JSON nested too deeply; expected a submission "
-                          "{\"results\": {video_id: [...]}}") from None
+    raise SubmissionError(
+      f"{path}: JSON nested too deeply; expected a submission {{\"results\": {{video_id: [...]}}}}"
+    ) from None
   except ValueError as e:  # an integer literal beyond Python's digit limit
     raise SubmissionError(f"{path}: unreadable JSON value: {e}") from None
   if dups:
@@ -129,8 +130,7 @@ def load_submission(path: str) -> Any:
 _PATTERNS = {"vidor": os.path.join("*", "*.json"), "vidvrd": "*.json"}
 
 
-def official_annotation_files(folder: str,
-                              dataset: str | None = None) -> list[str]:
+def official_annotation_files(folder: str, dataset: str | None = None) -> list[str]:
   """Annotation files of a split folder in the official reading order.
 
   The official dataset classes list a split with `glob.glob` (VidOR
@@ -152,19 +152,21 @@ def official_annotation_files(folder: str,
     FileNotFoundError: no annotation file where the official code looks.
     vrd_json.AnnotationError: both layouts present and no `dataset`.
   """
-  found = {d: glob.glob(os.path.join(folder, pattern))
-           for d, pattern in _PATTERNS.items()}
+  found = {d: glob.glob(os.path.join(folder, pattern)) for d, pattern in _PATTERNS.items()}
   if dataset is None:
     present = [d for d, files in found.items() if files]
     if len(present) > 1:
-      raise vrd_json.AnnotationError(f"{folder}: holds both <group>/*.json (VidOR) and "
-                       "*.json (VidVRD) annotation files; pass the dataset")
+      raise vrd_json.AnnotationError(
+        f"{folder}: holds both <group>/*.json (VidOR) and "
+        "*.json (VidVRD) annotation files; pass the dataset"
+      )
     dataset = present[0] if present else "vidor"
   if not found[dataset]:
     raise FileNotFoundError(
-        f"{folder}: no annotation files at "
-        f"{os.path.join(folder, _PATTERNS[dataset])} (official {dataset} "
-        "layout)")
+      f"{folder}: no annotation files at "
+      f"{os.path.join(folder, _PATTERNS[dataset])} (official {dataset} "
+      "layout)"
+    )
   return found[dataset]
 
 
@@ -180,8 +182,7 @@ def load_groundtruth(path: str, dataset: str | None = None) -> dict:
   for f in official_annotation_files(path, dataset):
     for vid, rels in vrd_json.load_groundtruth(f, dataset=dataset).items():
       if vid in out:
-        raise vrd_json.AnnotationError(
-            f"{f}: video_id {vid} also in {source[vid]}")
+        raise vrd_json.AnnotationError(f"{f}: video_id {vid} also in {source[vid]}")
       source[vid] = f
       out[vid] = rels
   return out
@@ -203,9 +204,9 @@ def _strip(table: columns.RelationTable) -> columns.RelationTable:
   return table
 
 
-def read_groundtruth_table(path: str, dataset: str | None = None,
-                           keep_boxes: bool = True
-                           ) -> columns.RelationTable:
+def read_groundtruth_table(
+  path: str, dataset: str | None = None, keep_boxes: bool = True
+) -> columns.RelationTable:
   """The ground truth as a `RelationTable`, never as one object tree.
 
   Same input, videos, order, values and errors as `load_groundtruth`: an
@@ -235,8 +236,7 @@ def read_groundtruth_table(path: str, dataset: str | None = None,
       gt = vrd_json.load_groundtruth(f, dataset=dataset)
       for vid in gt:
         if vid in source:
-          raise vrd_json.AnnotationError(
-              f"{f}: video_id {vid} also in {source[vid]}")
+          raise vrd_json.AnnotationError(f"{f}: video_id {vid} also in {source[vid]}")
         source[vid] = f
       parts.append(keep(_shared(columns.RelationTable.from_dicts(gt), vocab)))
       for j, vid in enumerate(gt):
@@ -253,22 +253,20 @@ def read_groundtruth_table(path: str, dataset: str | None = None,
   # copies (untouched capacity is address space only).
   whole = plain and keep_boxes
   window = size + 1 if whole else None
-  capacity = (size // 7 + 16, size // 60 + 16, size // 9 + 16) if whole else (
-      None)
-  known = None              # [names, 3] bool: the name is a known s / p / o
+  capacity = (size // 7 + 16, size // 60 + 16, size // 9 + 16) if whole else (None)
+  known = None  # [names, 3] bool: the name is a known s / p / o
   if dataset is not None:
     objects = set(vrd_categories.object_categories(dataset))
     pools = (objects, set(vrd_categories.predicates(dataset)), objects)
   try:
-    for kind, chunk in fastjson.scan_document(path, groundtruth=True,
-                                              vocab=vocab, window=window,
-                                              capacity=capacity):
+    for kind, chunk in fastjson.scan_document(
+      path, groundtruth=True, vocab=vocab, window=window, capacity=capacity
+    ):
       if kind == "annotation":
         gt = vrd_json.load_groundtruth(path, dataset=dataset)
         return keep(_shared(columns.RelationTable.from_dicts(gt), vocab))
       if kind == "not_object":
-        raise vrd_json.AnnotationError(
-            f"{path}: ground truth must map video ids to lists")
+        raise vrd_json.AnnotationError(f"{path}: ground truth must map video ids to lists")
       if kind != "chunk":
         continue
       # Records to check with `load_groundtruth`'s code: the irregular
@@ -279,20 +277,21 @@ def read_groundtruth_table(path: str, dataset: str | None = None,
         names = chunk.vocab.names
         if known is None or len(known) < len(names):
           have = 0 if known is None else len(known)
-          new = np.asarray([[n in pool for pool in pools]
-                            for n in names[have:]], bool).reshape(-1, 3)
+          new = np.asarray([[n in pool for pool in pools] for n in names[have:]], bool).reshape(
+            -1, 3
+          )
           known = new if known is None else np.concatenate([known, new])
         ids = np.where(plain[:, None], chunk.names, 0)
         suspect |= plain & ~known[ids, np.arange(3)].all(1)
       for v, vid in enumerate(chunk.video_ids):
         errors.pop(vid, None)
         if not chunk.is_list[v]:
-          errors[vid] = vrd_json.AnnotationError(
-              f"{path}: video {vid}: expected a list")
-        elif suspect[chunk.rows[v]:chunk.rows[v + 1]].any():
+          errors[vid] = vrd_json.AnnotationError(f"{path}: video {vid}: expected a list")
+        elif suspect[chunk.rows[v] : chunk.rows[v + 1]].any():
           try:
             vrd_json._groundtruth_from_json(  # pylint: disable=protected-access
-                {vid: chunk.decode_value(v)}, path, dataset)
+              {vid: chunk.decode_value(v)}, path, dataset
+            )
           except vrd_json.AnnotationError as e:
             errors[vid] = e
       parts.append(keep(fastjson.chunk_table(chunk, copy=window is None)))

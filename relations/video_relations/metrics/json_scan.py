@@ -22,41 +22,56 @@ _leaf = numba.njit(cache=True, nogil=True, _nrt=False)
 _hot = numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 
 # Return codes of `scan_window`.
-DONE = 0           # the document is complete (final window only)
-MORE = 1           # the window ends inside a video / member: resume at pos
-FULL = 2           # the output arrays are full: take them, resume at pos
+DONE = 0  # the document is complete (final window only)
+MORE = 1  # the window ends inside a video / member: resume at pos
+FULL = 2  # the output arrays are full: take them, resume at pos
 RESULTS_AGAIN = 3  # another top-level "results" starts at pos (last wins)
-NOT_OBJECT = 4     # valid JSON whose top-level value is not an object
-TRAJECTORIES = 5   # GT mode: a top-level key of one annotation file
-INVALID = 6        # not JSON (pos: where it was detected)
-TOO_DEEP = 7       # nesting deeper than MAX_DEPTH
-HUGE_INT = 8       # an integer json.loads refuses (> MAX_INT_DIGITS digits)
-TOP_KEY = 9        # a top-level key at pos, its token ends at state[3]
+NOT_OBJECT = 4  # valid JSON whose top-level value is not an object
+TRAJECTORIES = 5  # GT mode: a top-level key of one annotation file
+INVALID = 6  # not JSON (pos: where it was detected)
+TOO_DEEP = 7  # nesting deeper than MAX_DEPTH
+HUGE_INT = 8  # an integer json.loads refuses (> MAX_INT_DIGITS digits)
+TOP_KEY = 9  # a top-level key at pos, its token ends at state[3]
 MAX_DEPTH = 4096
 # Python's default limit on the digits of int(str) (json.loads raises
 # ValueError beyond it; sys.int_info.default_max_str_digits).
 MAX_INT_DIGITS = 4300
 
 # Prediction flags (`pflag`).
-IRREGULAR = 1      # not a plain record: decode its bytes with json.loads
-WARN = 2           # plain, but the validator has something to say on it
+IRREGULAR = 1  # not a plain record: decode its bytes with json.loads
+WARN = 2  # plain, but the validator has something to say on it
 
 # Number kinds.
 _FLOAT, _INT, _SLOW, _BAD = 0, 1, 2, -1
 
-POW10 = np.array([10.0 ** k for k in range(23)])
+POW10 = np.array([10.0**k for k in range(23)])
 
 # Literals and keys the scanner compares against, as (offset, length) into
 # one constant byte array (globals are compile-time constants in numba).
-_WORDS = (b"true", b"false", b"null", b"NaN", b"Infinity", b"results",
-          b"triplet", b"score", b"duration", b"sub_traj", b"obj_traj",
-          b"subject_tid", b"object_tid", b"version", b"trajectories",
-          b"subject/objects", b"relation_instances", b"video_id",
-          b"frame_count")
+_WORDS = (
+  b"true",
+  b"false",
+  b"null",
+  b"NaN",
+  b"Infinity",
+  b"results",
+  b"triplet",
+  b"score",
+  b"duration",
+  b"sub_traj",
+  b"obj_traj",
+  b"subject_tid",
+  b"object_tid",
+  b"version",
+  b"trajectories",
+  b"subject/objects",
+  b"relation_instances",
+  b"video_id",
+  b"frame_count",
+)
 _LEX = np.frombuffer(b"".join(_WORDS), np.uint8)
 _AT = [sum(map(len, _WORDS[:k])) for k in range(len(_WORDS))]
-_TRUE_W, _FALSE_W, _NULL_W, _NAN_W, _INF_W = (
-    (_AT[k], len(_WORDS[k])) for k in range(5))
+_TRUE_W, _FALSE_W, _NULL_W, _NAN_W, _INF_W = ((_AT[k], len(_WORDS[k])) for k in range(5))
 # Keys: 0 results, 1 triplet, 2 score, 3 duration, 4 sub_traj, 5 obj_traj,
 # 6 subject_tid, 7 object_tid, 8 version, 9 trajectories; 9-13: the keys
 # of one annotation file (`annotations._ANNOTATION_KEYS`).
@@ -75,19 +90,19 @@ def _powers_of_five():
   out = np.zeros((651, 2), np.uint64)
   for q in range(-342, 309):
     if q < 0:
-      p5 = 5 ** -q
+      p5 = 5**-q
       z = p5.bit_length()
       b = z + 127 if q >= -27 else 2 * z + 128
-      c = 2 ** b // p5 + 1
+      c = 2**b // p5 + 1
       while c >= 1 << 128:
         c //= 2
     else:
-      c = 5 ** q
+      c = 5**q
       while c < 1 << 127:
         c *= 2
       while c >= 1 << 128:
         c //= 2
-    out[q + 342] = (c >> 64, c & (2 ** 64 - 1))
+    out[q + 342] = (c >> 64, c & (2**64 - 1))
   return out
 
 
@@ -141,10 +156,14 @@ def _eisel_lemire(w, q):
   power2 = (((152170 + 65536) * q) >> 16) + 63 + upperbit - lz + 1023
   if power2 <= 0:
     return 0.0, False
-  if (low <= np.uint64(1) and q >= -4 and q <= 23
-      and (mantissa & np.uint64(3)) == np.uint64(1)
-      and (mantissa << shift) == high):
-    mantissa = mantissa & ~np.uint64(1)     # exactly halfway: to even
+  if (
+    low <= np.uint64(1)
+    and q >= -4
+    and q <= 23
+    and (mantissa & np.uint64(3)) == np.uint64(1)
+    and (mantissa << shift) == high
+  ):
+    mantissa = mantissa & ~np.uint64(1)  # exactly halfway: to even
   mantissa = mantissa + (mantissa & np.uint64(1))
   mantissa = mantissa >> np.uint64(1)
   if mantissa >= (np.uint64(2) << np.uint64(52)):
@@ -181,7 +200,7 @@ def _string_end(buf, i):
       if i + 1 >= n:
         return -1
       e = buf[i + 1]
-      if e == 117:                                   # \uXXXX
+      if e == 117:  # \uXXXX
         for j in range(i + 2, i + 6):
           if j >= n:
             return -1
@@ -190,8 +209,9 @@ def _string_end(buf, i):
             return -1
         i += 6
         continue
-      if not (e == 34 or e == 92 or e == 47 or e == 98 or e == 102
-              or e == 110 or e == 114 or e == 116):
+      if not (
+        e == 34 or e == 92 or e == 47 or e == 98 or e == 102 or e == 110 or e == 114 or e == 116
+      ):
         return -1
       i += 2
       continue
@@ -268,12 +288,12 @@ def _number(buf, i):
   if j < n and buf[j] == 45:
     neg = True
     j += 1
-  if j < n and buf[j] == 73:                         # Infinity
+  if j < n and buf[j] == 73:  # Infinity
     e = _literal(buf, j, _INF_W[0], _INF_W[1])
     if e < 0:
       return 0.0, _BAD, -1
     return (-np.inf if neg else np.inf), _FLOAT, e
-  if not neg and j < n and buf[j] == 78:             # NaN
+  if not neg and j < n and buf[j] == 78:  # NaN
     e = _literal(buf, j, _NAN_W[0], _NAN_W[1])
     if e < 0:
       return 0.0, _BAD, -1
@@ -281,8 +301,8 @@ def _number(buf, i):
   if j >= n or not (48 <= buf[j] <= 57):
     return 0.0, _BAD, -1
   m = np.uint64(0)
-  sig = 0            # significant digits accumulated (leading zeros skipped)
-  dropped = False    # a non-zero digit beyond 19 significant ones
+  sig = 0  # significant digits accumulated (leading zeros skipped)
+  dropped = False  # a non-zero digit beyond 19 significant ones
   int_digits = 0
   if buf[j] == 48:
     j += 1
@@ -298,10 +318,10 @@ def _number(buf, i):
       int_digits += 1
       j += 1
   exp10 = 0
-  if int_digits > sig:            # integer digits beyond 19: shift
+  if int_digits > sig:  # integer digits beyond 19: shift
     exp10 += int_digits - sig if sig > 0 else 0
   is_int = True
-  if j < n and buf[j] == 46:                         # fraction
+  if j < n and buf[j] == 46:  # fraction
     is_int = False
     j += 1
     if j >= n or not (48 <= buf[j] <= 57):
@@ -316,7 +336,7 @@ def _number(buf, i):
       elif d != 0:
         dropped = True
       j += 1
-  if j < n and (buf[j] == 101 or buf[j] == 69):      # exponent
+  if j < n and (buf[j] == 101 or buf[j] == 69):  # exponent
     is_int = False
     j += 1
     eneg = False
@@ -334,8 +354,8 @@ def _number(buf, i):
   if is_int:
     if int_digits > 15:
       return 0.0, _SLOW, j
-    v = float(m)                 # exact: < 10**15 < 2**53
-    return (-v if neg and v != 0 else v), _INT, j   # "-0" is the int 0
+    v = float(m)  # exact: < 10**15 < 2**53
+    return (-v if neg and v != 0 else v), _INT, j  # "-0" is the int 0
   if dropped:
     return 0.0, _SLOW, j
   if sig > 15 or exp10 < -22 or exp10 > 22:
@@ -370,7 +390,7 @@ def _fast_number(buf, i):
   if j >= n or not (48 <= buf[j] <= 57):
     return _number(buf, i)
   if buf[j] == 48 and j + 1 < n and 48 <= buf[j + 1] <= 57:
-    return _number(buf, i)                 # "01": invalid, as _number says
+    return _number(buf, i)  # "01": invalid, as _number says
   m = 0
   nd = 0
   while j < n and 48 <= buf[j] <= 57:
@@ -427,7 +447,7 @@ def _skip(buf, i):
     if i >= n:
       return -1, INVALID, i
     c = buf[i]
-    if c == 123 or c == 91:                          # { or [
+    if c == 123 or c == 91:  # { or [
       j = _ws(buf, i + 1)
       if j < n and buf[j] == (125 if c == 123 else 93):
         i = j + 1
@@ -453,7 +473,7 @@ def _skip(buf, i):
       if e < 0:
         return -1, INVALID, i
       i = e
-    elif c == 116 or c == 102 or c == 110:           # true false null
+    elif c == 116 or c == 102 or c == 110:  # true false null
       w = _TRUE_W if c == 116 else (_FALSE_W if c == 102 else _NULL_W)
       e = _literal(buf, i, w[0], w[1])
       if e < 0:
@@ -466,7 +486,7 @@ def _skip(buf, i):
       if kind == _SLOW and _int_too_long(buf, i, e):
         return -1, HUGE_INT, i
       i = e
-    while True:                      # after a value: ',' or close
+    while True:  # after a value: ',' or close
       if sp == 0:
         return i, 0, i
       j = _ws(buf, i)
@@ -521,15 +541,26 @@ def _key_is(buf, s, e, key):
     c = np.int64(buf[j])
     if c == 92:
       d = np.int64(buf[j + 1])
-      if d == 117:                                   # \uXXXX
+      if d == 117:  # \uXXXX
         c = 0
         for h in range(j + 2, j + 6):
           x = np.int64(buf[h])
           c = c * 16 + (x - 48 if x <= 57 else (x - 55 if x <= 70 else x - 87))
         j += 6
       else:
-        c = (8 if d == 98 else 12 if d == 102 else 10 if d == 110 else
-             13 if d == 114 else 9 if d == 116 else d)
+        c = (
+          8
+          if d == 98
+          else 12
+          if d == 102
+          else 10
+          if d == 110
+          else 13
+          if d == 114
+          else 9
+          if d == 116
+          else d
+        )
         j += 2
     else:
       j += 1
@@ -594,8 +625,7 @@ def _reaches_end(buf, i):
 
 
 @_leaf
-def _pred(buf, i, is_gt, p, nbox, name_tok, score, dur, dflags, traj,
-          boxes):
+def _pred(buf, i, is_gt, p, nbox, name_tok, score, dur, dflags, traj, boxes):
   """The relation record at i into row p, its boxes from nbox on.
 
   Returns (kind, end, nbox): kind 0 or WARN for a plain record (WARN: a
@@ -635,12 +665,12 @@ def _pred(buf, i, is_gt, p, nbox, name_tok, score, dur, dflags, traj,
         field = f
         break
     if (field == 2 and is_gt) or (field >= 6 and not is_gt):
-      field = -1                    # GT: no score; predictions: no tids
+      field = -1  # GT: no score; predictions: no tids
     if field > 0:
       if seen & (1 << field):
-        return IRREGULAR, i, nbox   # json.load keeps the last one
+        return IRREGULAR, i, nbox  # json.load keeps the last one
       seen |= 1 << field
-    if field == 1:                                   # triplet
+    if field == 1:  # triplet
       if i >= n or buf[i] != 91:
         return IRREGULAR, i, nbox
       i = _ws(buf, i + 1)
@@ -655,15 +685,15 @@ def _pred(buf, i, is_gt, p, nbox, name_tok, score, dur, dflags, traj,
         i, more = _after_item(buf, e, 93)
         if i < 0 or more != (1 if k < 2 else 0):
           return IRREGULAR, i, nbox
-    elif field == 2:                                 # score
+    elif field == 2:  # score
       v, kind, e = _fast_number(buf, i)
       if kind != _FLOAT:
-        return IRREGULAR, i, nbox   # integer (official int semantics) etc.
+        return IRREGULAR, i, nbox  # integer (official int semantics) etc.
       if not math.isfinite(v):
         warn = WARN
       score[p] = v
       i = e
-    elif field == 3:                                 # duration
+    elif field == 3:  # duration
       if i >= n or buf[i] != 91:
         return IRREGULAR, i, nbox
       i = _ws(buf, i + 1)
@@ -675,10 +705,10 @@ def _pred(buf, i, is_gt, p, nbox, name_tok, score, dur, dflags, traj,
         i, more = _after_item(buf, e, 93)
         if i < 0 or more != (1 if k == 0 else 0):
           return IRREGULAR, i, nbox
-      dflags[p] = 3                 # kernels.START_INT | kernels.END_INT
+      dflags[p] = 3  # kernels.START_INT | kernels.END_INT
       if dur[p, 1] - dur[p, 0] <= 0 or dur[p, 0] < 0:
         warn = WARN
-    elif field == 4 or field == 5:                   # sub / obj traj
+    elif field == 4 or field == 5:  # sub / obj traj
       side = field - 4
       if i >= n or buf[i] != 91:
         return IRREGULAR, i, nbox
@@ -704,8 +734,13 @@ def _pred(buf, i, is_gt, p, nbox, name_tok, score, dur, dflags, traj,
           if i < 0 or more != (1 if k < 3 else 0):
             return IRREGULAR, i, nbox
         x1, y1, x2, y2 = boxes[b], boxes[b + 1], boxes[b + 2], boxes[b + 3]
-        if (x1 > x2 or y1 > y2 or not (math.isfinite(x1) and
-            math.isfinite(y1) and math.isfinite(x2) and math.isfinite(y2))):
+        if (
+          x1 > x2
+          or y1 > y2
+          or not (
+            math.isfinite(x1) and math.isfinite(y1) and math.isfinite(x2) and math.isfinite(y2)
+          )
+        ):
           warn = WARN
         nbox += 1
         i, bmore = _after_item(buf, i, 93)
@@ -713,11 +748,12 @@ def _pred(buf, i, is_gt, p, nbox, name_tok, score, dur, dflags, traj,
           return IRREGULAR, i, nbox
       traj[p, side, 0] = first
       traj[p, side, 1] = nbox - first
-    elif field == 6 or field == 7:                   # GT subject / object tid
+    elif field == 6 or field == 7:  # GT subject / object tid
       v, kind, e = _fast_number(buf, i)
-      if not (kind == _INT or (kind == _SLOW
-                               and not _has_dot_or_exp(buf, i, e)
-                               and not _int_too_long(buf, i, e))):
+      if not (
+        kind == _INT
+        or (kind == _SLOW and not _has_dot_or_exp(buf, i, e) and not _int_too_long(buf, i, e))
+      ):
         return IRREGULAR, i, nbox
       i = e
     else:
@@ -736,8 +772,7 @@ def _pred(buf, i, is_gt, p, nbox, name_tok, score, dur, dflags, traj,
 
 
 @numba.njit(cache=True, nogil=True)
-def _video(buf, i, is_gt, p, nbox, pspan, pflag, name_tok, score, dur,
-           dflags, traj, boxes):
+def _video(buf, i, is_gt, p, nbox, pspan, pflag, name_tok, score, dur, dflags, traj, boxes):
   """The records of the array at i (buf[i] == '[') from row p on.
 
   Returns (status, end, p, nbox): status 0, FULL (rows or boxes full),
@@ -753,8 +788,7 @@ def _video(buf, i, is_gt, p, nbox, pspan, pflag, name_tok, score, dur,
     if p == len(score):
       return FULL, i, p, nbox
     s = i
-    kind, e, nb = _pred(buf, s, is_gt, p, nbox, name_tok, score, dur, dflags,
-                        traj, boxes)
+    kind, e, nb = _pred(buf, s, is_gt, p, nbox, name_tok, score, dur, dflags, traj, boxes)
     if kind < 0:
       return FULL, i, p, nbox
     if kind == IRREGULAR:
@@ -774,22 +808,39 @@ def _video(buf, i, is_gt, p, nbox, pspan, pflag, name_tok, score, dur,
 
 
 # Phases of `scan_window` (state[0]): where the next call resumes.
-_P_START = 0       # before the document's value
-_P_TOP_FIRST = 1   # after the top-level '{': a key or '}'
-_P_TOP_KEY = 2     # a top-level member
-_P_TOP_NEXT = 3    # after a top-level member: ',' or '}'
-_P_RES_FIRST = 4   # after the '{' of results (GT: of the document)
-_P_RES_KEY = 5     # a video member
-_P_RES_NEXT = 6    # after a video member: ',' or '}'
-_P_END = 7         # after the document: whitespace only
-_P_RES_VALUE = 8   # at the value of a "results" member
-_P_TOP_SEEN = 9    # a top-level member whose key was reported (TOP_KEY)
+_P_START = 0  # before the document's value
+_P_TOP_FIRST = 1  # after the top-level '{': a key or '}'
+_P_TOP_KEY = 2  # a top-level member
+_P_TOP_NEXT = 3  # after a top-level member: ',' or '}'
+_P_RES_FIRST = 4  # after the '{' of results (GT: of the document)
+_P_RES_KEY = 5  # a video member
+_P_RES_NEXT = 6  # after a video member: ',' or '}'
+_P_END = 7  # after the document: whitespace only
+_P_RES_VALUE = 8  # at the value of a "results" member
+_P_TOP_SEEN = 9  # a top-level member whose key was reported (TOP_KEY)
 
 
 @numba.njit(cache=True, nogil=True)
-def scan_window(buf, final, is_gt, state, pos, vid_tok, vid_val, vid_list,
-                vid_rows, pspan, pflag, name_tok, score, dur, dflags, traj,
-                boxes, counts):
+def scan_window(
+  buf,
+  final,
+  is_gt,
+  state,
+  pos,
+  vid_tok,
+  vid_val,
+  vid_list,
+  vid_rows,
+  pspan,
+  pflag,
+  name_tok,
+  score,
+  dur,
+  dflags,
+  traj,
+  boxes,
+  counts,
+):
   """Scans whole videos of a window of the document, from pos.
 
   Args:
@@ -891,7 +942,7 @@ def scan_window(buf, final, is_gt, state, pos, vid_tok, vid_val, vid_list,
         else:
           code, i = INVALID, (ks if ke < 0 else _ws(buf, ke))
         break
-      if phase == _P_TOP_KEY:        # report the key (duplicate check)
+      if phase == _P_TOP_KEY:  # report the key (duplicate check)
         state[3] = ke
         code, i = TOP_KEY, ks
         phase = _P_TOP_SEEN
@@ -932,8 +983,9 @@ def scan_window(buf, final, is_gt, state, pos, vid_tok, vid_val, vid_list,
         code = FULL
         break
       if buf[vs] == 91:
-        status, e, p2, nb2 = _video(buf, vs, is_gt, p, nbox, pspan, pflag,
-                                    name_tok, score, dur, dflags, traj, boxes)
+        status, e, p2, nb2 = _video(
+          buf, vs, is_gt, p, nbox, pspan, pflag, name_tok, score, dur, dflags, traj, boxes
+        )
         is_list = True
       else:
         e, status, where = _skip(buf, vs)
@@ -994,7 +1046,7 @@ def scan_window(buf, final, is_gt, state, pos, vid_tok, vid_val, vid_list,
       else:
         code = INVALID
         break
-    else:                                            # _P_END
+    else:  # _P_END
       i = _ws(buf, i)
       if i < n:
         code = INVALID
@@ -1079,8 +1131,7 @@ def utf8_check(buf):
     for j in range(i + 1, i + k + 1):
       if j >= n:
         return 2, i
-      if not ((lo if j == i + 1 else 0x80) <= buf[j]
-              <= (hi if j == i + 1 else 0xBF)):
+      if not ((lo if j == i + 1 else 0x80) <= buf[j] <= (hi if j == i + 1 else 0xBF)):
         return 1, i
     i += k + 1
   return 0, n

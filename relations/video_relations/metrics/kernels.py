@@ -27,11 +27,11 @@ import numpy as np
 
 # Status codes of a vIoU evaluation: the exception the official code raises.
 OK = 0
-TYPE_ERROR = 1        # a duration bound is not an int where one is needed
-INDEX_ERROR = 2       # the box list does not cover the shared frames
-ZERO_DIVISION = 3     # vol_1 + vol_2 - inter == 0
-BAD_TRAJECTORY = 4    # the trajectory is not a list of 4-number boxes
-TOO_LARGE = 5         # sum of |area| >= 2**53: integer boxes not exact
+TYPE_ERROR = 1  # a duration bound is not an int where one is needed
+INDEX_ERROR = 2  # the box list does not cover the shared frames
+ZERO_DIVISION = 3  # vol_1 + vol_2 - inter == 0
+BAD_TRAJECTORY = 4  # the trajectory is not a list of 4-number boxes
+TOO_LARGE = 5  # sum of |area| >= 2**53: integer boxes not exact
 
 # Trajectory length of a row whose boxes are not converted yet (lazy input).
 NOT_LOADED = -2
@@ -40,7 +40,7 @@ NOT_LOADED = -2
 START_INT = 1
 END_INT = 2
 
-_EXACT_LIMIT = 2.0 ** 53
+_EXACT_LIMIT = 2.0**53
 
 # Functions called per pair / per box: compiled without the runtime's
 # reference counting (they allocate nothing); with it every call that passes
@@ -54,8 +54,7 @@ def _volume(boxes, offset, length):
   v = 0.0
   mag = 0.0
   for i in range(offset, offset + length):
-    a = ((boxes[i, 2] - boxes[i, 0]) + 1.0) * ((boxes[i, 3] - boxes[i, 1])
-                                               + 1.0)
+    a = ((boxes[i, 2] - boxes[i, 0]) + 1.0) * ((boxes[i, 3] - boxes[i, 1]) + 1.0)
     v += a
     mag += abs(a)
   return v, mag
@@ -84,8 +83,7 @@ def _duration_types(s1, e1, f1, s2, e2, f2):
 
 
 @_leaf
-def viou_one(boxes_a, off_a, len_a, vol_a, s1, e1, f1,
-             boxes_b, off_b, len_b, vol_b, s2, e2, f2):
+def viou_one(boxes_a, off_a, len_a, vol_a, s1, e1, f1, boxes_b, off_b, len_b, vol_b, s2, e2, f2):
   """Official vIoU of trajectory a (duration [s1, e1)) and b ([s2, e2)).
 
   Args:
@@ -156,30 +154,80 @@ def _cached_volume(boxes, offsets, lengths, vols, done, j, side, limit):
 
 
 @_leaf
-def _side_viou(side, r, g, p_dur, p_flags, p_boxes, p_off, p_len, p_vol,
-               p_done, g_dur, g_flags, g_boxes, g_off, g_len, g_vol, g_done,
-               limit):
+def _side_viou(
+  side,
+  r,
+  g,
+  p_dur,
+  p_flags,
+  p_boxes,
+  p_off,
+  p_len,
+  p_vol,
+  p_done,
+  g_dur,
+  g_flags,
+  g_boxes,
+  g_off,
+  g_len,
+  g_vol,
+  g_done,
+  limit,
+):
   """vIoU of the subject (side 0) or object (1) trajectories of a pair."""
   s1, e1 = p_dur[r, 0], p_dur[r, 1]
   s2, e2 = g_dur[g, 0], g_dur[g, 1]
   va = vb = 0.0
   if not (s1 >= e2 or e1 <= s2):
-    va, ok_a = _cached_volume(p_boxes, p_off, p_len, p_vol, p_done, r, side,
-                              limit)
-    vb, ok_b = _cached_volume(g_boxes, g_off, g_len, g_vol, g_done, g, side,
-                              limit)
+    va, ok_a = _cached_volume(p_boxes, p_off, p_len, p_vol, p_done, r, side, limit)
+    vb, ok_b = _cached_volume(g_boxes, g_off, g_len, g_vol, g_done, g, side, limit)
     if not (ok_a and ok_b):
       return 0.0, TOO_LARGE
-  return viou_one(p_boxes, p_off[r, side], p_len[r, side], va, s1, e1,
-                  p_flags[r], g_boxes, g_off[g, side], g_len[g, side], vb, s2,
-                  e2, g_flags[g])
+  return viou_one(
+    p_boxes,
+    p_off[r, side],
+    p_len[r, side],
+    va,
+    s1,
+    e1,
+    p_flags[r],
+    g_boxes,
+    g_off[g, side],
+    g_len[g, side],
+    vb,
+    s2,
+    e2,
+    g_flags[g],
+  )
 
 
 @numba.njit(cache=True, nogil=True)
-def _match(threshold, limit, p_bounds, g_bounds,
-           p_key, p_dur, p_flags, p_rel, p_boxes, p_off, p_len,
-           g_key, g_dur, g_flags, g_boxes, g_off, g_len,
-           matched, detected, p_vol, p_done, g_vol, g_done, state):
+def _match(
+  threshold,
+  limit,
+  p_bounds,
+  g_bounds,
+  p_key,
+  p_dur,
+  p_flags,
+  p_rel,
+  p_boxes,
+  p_off,
+  p_len,
+  g_key,
+  g_dur,
+  g_flags,
+  g_boxes,
+  g_off,
+  g_len,
+  matched,
+  detected,
+  p_vol,
+  p_done,
+  g_vol,
+  g_done,
+  state,
+):
   """Greedy matching from video state[0], ranked prediction state[1].
 
   Stops at the first failing pair (state[4] = its status) or at the first
@@ -216,21 +264,54 @@ def _match(threshold, limit, p_bounds, g_bounds,
             state[3], state[4] = missing, NOT_LOADED
             return
         o_iou = 0.0
-        s_iou, status = _side_viou(0, r, g, p_dur, p_flags, p_boxes, p_off,
-                                   p_len, p_vol, p_done, g_dur, g_flags,
-                                   g_boxes, g_off, g_len, g_vol, g_done, limit)
+        s_iou, status = _side_viou(
+          0,
+          r,
+          g,
+          p_dur,
+          p_flags,
+          p_boxes,
+          p_off,
+          p_len,
+          p_vol,
+          p_done,
+          g_dur,
+          g_flags,
+          g_boxes,
+          g_off,
+          g_len,
+          g_vol,
+          g_done,
+          limit,
+        )
         side = 0
         if status == OK:
           side = 1
-          o_iou, status = _side_viou(1, r, g, p_dur, p_flags, p_boxes, p_off,
-                                     p_len, p_vol, p_done, g_dur, g_flags,
-                                     g_boxes, g_off, g_len, g_vol, g_done,
-                                     limit)
+          o_iou, status = _side_viou(
+            1,
+            r,
+            g,
+            p_dur,
+            p_flags,
+            p_boxes,
+            p_off,
+            p_len,
+            p_vol,
+            p_done,
+            g_dur,
+            g_flags,
+            g_boxes,
+            g_off,
+            g_len,
+            g_vol,
+            g_done,
+            limit,
+          )
         if status != OK:
           state[0], state[1], state[2] = v, p, k
           state[3], state[4] = side, status
           return
-        ov = o_iou if o_iou < s_iou else s_iou       # Python min(s, o)
+        ov = o_iou if o_iou < s_iou else s_iou  # Python min(s, o)
         if ov >= threshold and ov > ov_max:
           ov_max = ov
           k_max = k
@@ -241,8 +322,7 @@ def _match(threshold, limit, p_bounds, g_bounds,
   state[4] = OK
 
 
-def match(threshold, p_bounds, g_bounds, pred, gt, exact_ints=True,
-          load=None):
+def match(threshold, p_bounds, g_bounds, pred, gt, exact_ints=True, load=None):
   """The official greedy matching of ranked predictions to GT, all videos.
 
   For each video, predictions in ranked order take the not-yet-detected GT
@@ -289,11 +369,32 @@ def match(threshold, p_bounds, g_bounds, pred, gt, exact_ints=True,
   p_boxes, g_boxes = pred["boxes"], gt["boxes"]
   crashes = []
   while True:
-    _match(float(threshold), limit, p_bounds, g_bounds,
-           pred["key"], pred["dur"], pred["flags"], pred["rel"], p_boxes,
-           pred["off"], pred["len"], gt["key"], gt["dur"], gt["flags"],
-           g_boxes, gt["off"], gt["len"], matched, detected, p_vol, p_done,
-           g_vol, g_done, state)
+    _match(
+      float(threshold),
+      limit,
+      p_bounds,
+      g_bounds,
+      pred["key"],
+      pred["dur"],
+      pred["flags"],
+      pred["rel"],
+      p_boxes,
+      pred["off"],
+      pred["len"],
+      gt["key"],
+      gt["dur"],
+      gt["flags"],
+      g_boxes,
+      gt["off"],
+      gt["len"],
+      matched,
+      detected,
+      p_vol,
+      p_done,
+      g_vol,
+      g_done,
+      state,
+    )
     if state[4] == OK:
       return matched, crashes
     if state[4] != NOT_LOADED:
@@ -326,14 +427,17 @@ def trajectory_volumes(boxes, offsets, lengths) -> np.ndarray:
     order exactly as the official `v1 += ...` loop.
   """
   out = np.zeros(len(offsets))
-  _volumes(np.asarray(boxes, np.float64).reshape(-1, 4),
-           np.asarray(offsets, np.int64), np.asarray(lengths, np.int64), out)
+  _volumes(
+    np.asarray(boxes, np.float64).reshape(-1, 4),
+    np.asarray(offsets, np.int64),
+    np.asarray(lengths, np.int64),
+    out,
+  )
   return out
 
 
 @numba.njit(cache=True, nogil=True)
-def _pair_vious(boxes, offsets, lengths, ta, tb, dur_a, dur_b, flags_a,
-                flags_b, out, status):
+def _pair_vious(boxes, offsets, lengths, ta, tb, dur_a, dur_b, flags_a, flags_b, out, status):
   vols = np.zeros(len(offsets))
   for j in range(len(offsets)):
     if lengths[j] > 0:
@@ -341,13 +445,24 @@ def _pair_vious(boxes, offsets, lengths, ta, tb, dur_a, dur_b, flags_a,
   for k in range(len(ta)):
     a, b = ta[k], tb[k]
     out[k], status[k] = viou_one(
-        boxes, offsets[a], lengths[a], vols[a], dur_a[k, 0], dur_a[k, 1],
-        flags_a[k], boxes, offsets[b], lengths[b], vols[b], dur_b[k, 0],
-        dur_b[k, 1], flags_b[k])
+      boxes,
+      offsets[a],
+      lengths[a],
+      vols[a],
+      dur_a[k, 0],
+      dur_a[k, 1],
+      flags_a[k],
+      boxes,
+      offsets[b],
+      lengths[b],
+      vols[b],
+      dur_b[k, 0],
+      dur_b[k, 1],
+      flags_b[k],
+    )
 
 
-def pair_vious(boxes, offsets, lengths, traj_a, traj_b, dur_a, dur_b,
-               flags_a, flags_b):
+def pair_vious(boxes, offsets, lengths, traj_a, traj_b, dur_a, dur_b, flags_a, flags_b):
   """Official vIoU of K trajectory pairs (reference / tests).
 
   Args:
@@ -362,11 +477,17 @@ def pair_vious(boxes, offsets, lengths, traj_a, traj_b, dur_a, dur_b,
   k = len(traj_a)
   out = np.zeros(k)
   status = np.zeros(k, np.int64)
-  _pair_vious(np.asarray(boxes, np.float64).reshape(-1, 4),
-              np.asarray(offsets, np.int64), np.asarray(lengths, np.int64),
-              np.asarray(traj_a, np.int64), np.asarray(traj_b, np.int64),
-              np.asarray(dur_a, np.float64).reshape(-1, 2),
-              np.asarray(dur_b, np.float64).reshape(-1, 2),
-              np.asarray(flags_a, np.uint8), np.asarray(flags_b, np.uint8),
-              out, status)
+  _pair_vious(
+    np.asarray(boxes, np.float64).reshape(-1, 4),
+    np.asarray(offsets, np.int64),
+    np.asarray(lengths, np.int64),
+    np.asarray(traj_a, np.int64),
+    np.asarray(traj_b, np.int64),
+    np.asarray(dur_a, np.float64).reshape(-1, 2),
+    np.asarray(dur_b, np.float64).reshape(-1, 2),
+    np.asarray(flags_a, np.uint8),
+    np.asarray(flags_b, np.uint8),
+    out,
+    status,
+  )
   return out, status

@@ -40,8 +40,8 @@ def voc_ap(rec: np.ndarray, prec: np.ndarray) -> np.float64:
   Returns:
     np.float64 AP; 0 for empty inputs.
   """
-  mrec = np.concatenate(([0.], rec, [1.]))
-  mpre = np.concatenate(([0.], prec, [0.]))
+  mrec = np.concatenate(([0.0], rec, [1.0]))
+  mpre = np.concatenate(([0.0], prec, [0.0]))
   # Precision envelope: running max from the right (max is exact, so the
   # vectorised form equals a right-to-left loop).
   mpre = np.maximum.accumulate(mpre[::-1])[::-1]
@@ -49,8 +49,7 @@ def voc_ap(rec: np.ndarray, prec: np.ndarray) -> np.float64:
   return np.sum((mrec[i + 1] - mrec[i]) * mpre[i + 1])
 
 
-def tagging_precision(ranked_triplets, ranked_scores, gt_triplets,
-                      ks=(1, 5, 10)):
+def tagging_precision(ranked_triplets, ranked_scores, gt_triplets, ks=(1, 5, 10)):
   """Relation tagging precision@k of one video (trajectories ignored).
 
   The ranked predictions are deduplicated by triplet (first, highest-scored
@@ -88,7 +87,7 @@ def tagging_precision(ranked_triplets, ranked_scores, gt_triplets,
   out = {}
   for k in ks:
     cut = min(k, prec.size)
-    out[k] = prec[cut - 1] if cut > 0 else 0.
+    out[k] = prec[cut - 1] if cut > 0 else 0.0
   return out
 
 

@@ -59,6 +59,7 @@ class Result:
   mean of np.float32 / 0. values (helper), or Python floats rounded to 4
   decimals (vru20). `as_dict()` gives plain floats.
   """
+
   mean_ap: Any
   rec_at_n: dict
   mprec_at_n: dict
@@ -77,12 +78,12 @@ class Result:
   def official_lines(self) -> list[str]:
     """The six lines the official scripts print, with the same formatting."""
     return [
-        f"detection mean AP (used in challenge): {self.mean_ap}",
-        f"detection recall@50: {self.rec_at_n[50]}",
-        f"detection recall@100: {self.rec_at_n[100]}",
-        f"tagging precision@1: {self.mprec_at_n[1]}",
-        f"tagging precision@5: {self.mprec_at_n[5]}",
-        f"tagging precision@10: {self.mprec_at_n[10]}",
+      f"detection mean AP (used in challenge): {self.mean_ap}",
+      f"detection recall@50: {self.rec_at_n[50]}",
+      f"detection recall@100: {self.rec_at_n[100]}",
+      f"tagging precision@1: {self.mprec_at_n[1]}",
+      f"tagging precision@5: {self.mprec_at_n[5]}",
+      f"tagging precision@10: {self.mprec_at_n[10]}",
     ]
 
 
@@ -101,20 +102,21 @@ def _score_of(vid, i, pred):
 
 def _triplet_of(vid, i, rel, what="prediction"):
   t = rel.get("triplet") if isinstance(rel, Mapping) else None
-  if (not isinstance(t, (list, tuple))
-      or not all(isinstance(x, str) for x in t)):
-    raise ScoringError(f"video {vid!r}, {what} {i}, field 'triplet': "
-                       f"not a list of strings: {t!r}")
+  if not isinstance(t, (list, tuple)) or not all(isinstance(x, str) for x in t):
+    raise ScoringError(f"video {vid!r}, {what} {i}, field 'triplet': not a list of strings: {t!r}")
   return tuple(t)
 
 
 def _duration_of(vid, i, rel, what):
   d = rel.get("duration")
-  if (not isinstance(d, (list, tuple)) or len(d) < 2
-      or any(isinstance(x, bool) or not isinstance(x, (int, float))
-             for x in d[:2])):
-    raise ScoringError(f"video {vid!r}, {what} {i}, field 'duration': "
-                       f"expected [start, end] numbers, got {d!r}")
+  if (
+    not isinstance(d, (list, tuple))
+    or len(d) < 2
+    or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in d[:2])
+  ):
+    raise ScoringError(
+      f"video {vid!r}, {what} {i}, field 'duration': expected [start, end] numbers, got {d!r}"
+    )
   return float(d[0]), float(d[1]), columns.duration_flags(d[0], d[1])
 
 
@@ -122,29 +124,33 @@ def _duration_of(vid, i, rel, what):
 class _Video:
   vid: str
   gts: list
-  order: list            # submission indices in ranked order (after the cut)
-  scores: Any            # ranked scores (list of Python numbers or float64)
-  triplets: list         # ranked triplets
-  tkeys: Any = None      # ranked triplet ids
-  gt_tkeys: Any = None   # set of the GT triplet ids
+  order: list  # submission indices in ranked order (after the cut)
+  scores: Any  # ranked scores (list of Python numbers or float64)
+  triplets: list  # ranked triplets
+  tkeys: Any = None  # ranked triplet ids
+  gt_tkeys: Any = None  # set of the GT triplet ids
   num_gt: int = 0
-  matched: Any = None    # [len(order)] bool
-  error: str | None = None   # the official scorer fails on this video
+  matched: Any = None  # [len(order)] bool
+  error: str | None = None  # the official scorer fails on this video
 
 
 def _prepare(vid, gts, preds, top):
   if not isinstance(preds, (list, tuple)):
-    raise ScoringError(f"video {vid!r}: predictions must be a list, got "
-                       f"{type(preds).__name__}")
+    raise ScoringError(f"video {vid!r}: predictions must be a list, got {type(preds).__name__}")
   scores = [_score_of(vid, i, p) for i, p in enumerate(preds)]
   # Python's sort on the same keys: the official stable descending order,
   # also for ties, ints mixed with floats, and NaN.
   order = sorted(range(len(preds)), key=scores.__getitem__, reverse=True)
   if top is not None:
     order = order[:top]
-  return _Video(vid=vid, gts=gts, order=order, num_gt=len(gts),
-                scores=[scores[i] for i in order],
-                triplets=[_triplet_of(vid, i, preds[i]) for i in order])
+  return _Video(
+    vid=vid,
+    gts=gts,
+    order=order,
+    num_gt=len(gts),
+    scores=[scores[i] for i in order],
+    triplets=[_triplet_of(vid, i, preds[i]) for i in order],
+  )
 
 
 def _dict_inputs(videos, prediction):
@@ -163,8 +169,7 @@ def _dict_inputs(videos, prediction):
   gk, gd, gf, g_src, g_bounds = [], [], [], [], [0]
   for v in videos:
     preds = prediction.get(v.vid, [])
-    gt_t = [_triplet_of(v.vid, g, rel, "ground truth")
-            for g, rel in enumerate(v.gts)]
+    gt_t = [_triplet_of(v.vid, g, rel, "ground truth") for g, rel in enumerate(v.gts)]
     gk.extend(vocab.setdefault(t, len(vocab)) for t in gt_t)
     gt_set = set(gt_t)
     v.gt_tkeys = {vocab[t] for t in gt_set}
@@ -173,7 +178,7 @@ def _dict_inputs(videos, prediction):
     for pos, t in enumerate(v.triplets):
       if t not in gt_set:
         pk.append(-1)
-        pd.append((0., 0.))
+        pd.append((0.0, 0.0))
         pf.append(0)
         p_src.append(None)
         continue
@@ -188,7 +193,7 @@ def _dict_inputs(videos, prediction):
       if t in used:
         s, e, flags = _duration_of(v.vid, g, v.gts[g], "ground truth")
       else:
-        s, e, flags = 0., 0., 0   # never compared
+        s, e, flags = 0.0, 0.0, 0  # never compared
       gd.append((s, e))
       gf.append(flags)
       g_src.append(v.gts[g])
@@ -198,11 +203,15 @@ def _dict_inputs(videos, prediction):
 
   def table(keys, durs, flags, store):
     n = len(keys)
-    return {"key": np.asarray(keys, np.int64),
-            "dur": np.asarray(durs, np.float64).reshape(-1, 2),
-            "flags": np.asarray(flags, np.uint8), "boxes": store.buffer,
-            "off": np.zeros((n, 2), np.int64),
-            "len": np.full((n, 2), kernels.NOT_LOADED, np.int64)}
+    return {
+      "key": np.asarray(keys, np.int64),
+      "dur": np.asarray(durs, np.float64).reshape(-1, 2),
+      "flags": np.asarray(flags, np.uint8),
+      "boxes": store.buffer,
+      "off": np.zeros((n, 2), np.int64),
+      "len": np.full((n, 2), kernels.NOT_LOADED, np.int64),
+    }
+
   pred = table(pk, pd, pf, stores[0])
   pred["rel"] = np.arange(len(pk), dtype=np.int64)
   gt = table(gk, gd, gf, stores[1])
@@ -212,9 +221,9 @@ def _dict_inputs(videos, prediction):
     t = (pred, gt)[which]
     rel = sources[which][row]
     for side, key in enumerate(("sub_traj", "obj_traj")):
-      t["off"][row, side], t["len"][row, side] = stores[which].add(
-          _get(rel, key))
+      t["off"][row, side], t["len"][row, side] = stores[which].add(_get(rel, key))
     return stores[which].buffer
+
   return p_bounds, g_bounds, pred, gt, load
 
 
@@ -223,37 +232,37 @@ def _get(rel, key):
 
 
 _CRASHES = {
-    kernels.TYPE_ERROR: "a duration bound is not an integer (TypeError)",
-    kernels.INDEX_ERROR: "its box list does not cover the frames shared by "
-                         "the two durations (IndexError)",
-    kernels.ZERO_DIVISION: "the vIoU denominator is 0 (ZeroDivisionError)",
-    kernels.BAD_TRAJECTORY: "a trajectory is not a list of [x1, y1, x2, y2] "
-                            "numbers",
-    kernels.TOO_LARGE: "box areas sum to >= 2**53 within one trajectory: "
-                       "integer coordinates too large to score exactly",
+  kernels.TYPE_ERROR: "a duration bound is not an integer (TypeError)",
+  kernels.INDEX_ERROR: "its box list does not cover the frames shared by "
+  "the two durations (IndexError)",
+  kernels.ZERO_DIVISION: "the vIoU denominator is 0 (ZeroDivisionError)",
+  kernels.BAD_TRAJECTORY: "a trajectory is not a list of [x1, y1, x2, y2] numbers",
+  kernels.TOO_LARGE: "box areas sum to >= 2**53 within one trajectory: "
+  "integer coordinates too large to score exactly",
 }
 
 
-def _run_matcher(videos, p_bounds, g_bounds, pred, gt, threshold,
-                 exact_ints, index_of, load=None):
+def _run_matcher(videos, p_bounds, g_bounds, pred, gt, threshold, exact_ints, index_of, load=None):
   """Runs the matcher; fills `matched`, and `error` where it fails."""
-  matched, crashes = kernels.match(threshold, p_bounds, g_bounds, pred, gt,
-                                   exact_ints, load)
+  matched, crashes = kernels.match(threshold, p_bounds, g_bounds, pred, gt, exact_ints, load)
   for i, v in enumerate(videos):
-    v.matched = matched[p_bounds[i]:p_bounds[i + 1]]
+    v.matched = matched[p_bounds[i] : p_bounds[i + 1]]
   for v, p, g, side, status in crashes:
     video = videos[v]
     field = "sub_traj" if side == 0 else "obj_traj"
     video.error = (
-        f"{_where(video.vid, index_of(v, p - p_bounds[v]), field)}: the "
-        f"official scorer fails evaluating it against ground truth {g}: "
-        f"{_CRASHES[status]}")
+      f"{_where(video.vid, index_of(v, p - p_bounds[v]), field)}: the "
+      f"official scorer fails evaluating it against ground truth {g}: "
+      f"{_CRASHES[status]}"
+    )
 
 
-def evaluate(groundtruth: Mapping[str, Sequence[Mapping]],
-             prediction: Mapping[str, Sequence[Mapping]],
-             protocol: str = "helper",
-             viou_threshold: float = 0.5) -> Result:
+def evaluate(
+  groundtruth: Mapping[str, Sequence[Mapping]],
+  prediction: Mapping[str, Sequence[Mapping]],
+  protocol: str = "helper",
+  viou_threshold: float = 0.5,
+) -> Result:
   """Relation detection mAP / R@50 / R@100 and tagging P@1 / P@5 / P@10.
 
   The dict path (official in-memory formats); the CLI reads files into
@@ -289,21 +298,29 @@ def evaluate(groundtruth: Mapping[str, Sequence[Mapping]],
   if not videos:
     raise ScoringError(_NO_GT)
   p_bounds, g_bounds, pred, gt, load = _dict_inputs(videos, prediction)
-  _run_matcher(videos, p_bounds, g_bounds, pred, gt, viou_threshold,
-               exact_ints=True,
-               index_of=lambda v, pos: videos[v].order[pos], load=load)
-  return _aggregate([(v.vid, v.num_gt, _video_stats(v)) for v in videos],
-                    top)
+  _run_matcher(
+    videos,
+    p_bounds,
+    g_bounds,
+    pred,
+    gt,
+    viou_threshold,
+    exact_ints=True,
+    index_of=lambda v, pos: videos[v].order[pos],
+    load=load,
+  )
+  return _aggregate([(v.vid, v.num_gt, _video_stats(v)) for v in videos], top)
 
 
-_NO_GT = ("no video has ground truth (the official scorer fails on "
-          "np.concatenate([]))")
+_NO_GT = "no video has ground truth (the official scorer fails on np.concatenate([]))"
 
 
-def evaluate_tables(groundtruth: columns.RelationTable,
-                    prediction: columns.RelationTable,
-                    protocol: str = "helper",
-                    viou_threshold: float = 0.5) -> Result:
+def evaluate_tables(
+  groundtruth: columns.RelationTable,
+  prediction: columns.RelationTable,
+  protocol: str = "helper",
+  viou_threshold: float = 0.5,
+) -> Result:
   """`evaluate` on array tables (e.g. a model's predictions, no JSON).
 
   Same rules and numbers as `evaluate` on the equivalent dicts, with the
@@ -330,10 +347,11 @@ def evaluate_tables(groundtruth: columns.RelationTable,
 @dataclasses.dataclass
 class _VideoStats:
   """What the aggregation needs of one scored video (or why it fails)."""
+
   ap: Any = None
-  tp_at: dict | None = None     # {N: true positives in the top N}
-  len_at: dict | None = None    # {N: min(N, number of ranked predictions)}
-  tag: dict | None = None       # {k: tagging precision@k}
+  tp_at: dict | None = None  # {N: true positives in the top N}
+  len_at: dict | None = None  # {N: min(N, number of ranked predictions)}
+  tag: dict | None = None  # {k: tagging precision@k}
   error: str | None = None
 
 
@@ -353,19 +371,21 @@ class TableEvaluation:
       (the xdshang zero-shot setting, with the zero-shot GT).
   """
 
-  def __init__(self, groundtruth: columns.RelationTable,
-               protocol: str = "helper", viou_threshold: float = 0.5,
-               filter_predictions: bool = False):
+  def __init__(
+    self,
+    groundtruth: columns.RelationTable,
+    protocol: str = "helper",
+    viou_threshold: float = 0.5,
+    filter_predictions: bool = False,
+  ):
     if protocol not in PROTOCOLS:
-      raise ValueError(
-          f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
+      raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
     self.top = VRU20_TOP if protocol == "vru20" else None
     self.gt = groundtruth
     self.threshold = viou_threshold
     self.filter = filter_predictions
     # Triplets of the GT rows (a row selection may leave others listed).
-    self.gt_vocab = {groundtruth.triplets[i]: i for i in
-                     np.unique(groundtruth.triplet).tolist()}
+    self.gt_vocab = {groundtruth.triplets[i]: i for i in np.unique(groundtruth.triplet).tolist()}
     self.gt_rows = {}
     for i, vid in enumerate(groundtruth.video_ids):
       rows = groundtruth.video_rows(i)
@@ -380,8 +400,7 @@ class TableEvaluation:
     items = []
     for j, vid in enumerate(prediction.video_ids):
       if vid in self.gt_rows:
-        items.append((vid, np.arange(prediction.bounds[j],
-                                     prediction.bounds[j + 1]), j))
+        items.append((vid, np.arange(prediction.bounds[j], prediction.bounds[j + 1]), j))
     if items:
       self.stats.update(self._score(prediction, items))
 
@@ -392,25 +411,25 @@ class TableEvaluation:
     missing = [v for v in self.gt_rows if v not in self.stats]
     if missing:
       empty = columns.RelationTable.empty()
-      self.stats.update(self._score(
-          empty, [(v, np.zeros(0, np.int64), None) for v in missing]))
-    return _aggregate([(v, rows.stop - rows.start, self.stats[v])
-                       for v, rows in self.gt_rows.items()], self.top)
+      self.stats.update(self._score(empty, [(v, np.zeros(0, np.int64), None) for v in missing]))
+    return _aggregate(
+      [(v, rows.stop - rows.start, self.stats[v]) for v, rows in self.gt_rows.items()], self.top
+    )
 
   def _score(self, prediction, items):
     """{vid: _VideoStats} of items (vid, prediction rows, table video)."""
     top = self.top
     gt_table = self.gt
     n_gt_trip = len(gt_table.triplets)
-    pmap = np.asarray([self.gt_vocab.get(t, -1)
-                       for t in prediction.triplets], np.int64)
+    pmap = np.asarray([self.gt_vocab.get(t, -1) for t in prediction.triplets], np.int64)
     videos, rows, gsel = [], [], []
     for vid, prows, _ in items:
       if self.filter and len(prows):
         prows = prows[pmap[prediction.triplet[prows]] >= 0]
       g = self.gt_rows[vid]
-      videos.append(_Video(vid=vid, gts=None, order=None, scores=None,
-                           triplets=None, num_gt=g.stop - g.start))
+      videos.append(
+        _Video(vid=vid, gts=None, order=None, scores=None, triplets=None, num_gt=g.stop - g.start)
+      )
       rows.append(prows)
       gsel.append(np.arange(g.start, g.stop))
     py_scores = prediction.py_scores or {}
@@ -423,31 +442,48 @@ class TableEvaluation:
     mapped = pmap[tkeys] if len(pmap) else np.zeros(0, np.int64)
     tkeys = np.where(mapped >= 0, mapped, n_gt_trip + tkeys)
     gt_keys = gt_table.triplet[gsel]
-    pred = {"key": np.where(tkeys < n_gt_trip, tkeys, -1),
-            "rel": ranked, "dur": prediction.duration,
-            "flags": prediction.flags, "boxes": prediction.boxes,
-            "off": prediction.offset, "len": prediction.length}
-    gt = {"key": gt_keys, "dur": gt_table.duration[gsel],
-          "flags": gt_table.flags[gsel], "boxes": gt_table.boxes,
-          "off": gt_table.offset[gsel], "len": gt_table.length[gsel]}
+    pred = {
+      "key": np.where(tkeys < n_gt_trip, tkeys, -1),
+      "rel": ranked,
+      "dur": prediction.duration,
+      "flags": prediction.flags,
+      "boxes": prediction.boxes,
+      "off": prediction.offset,
+      "len": prediction.length,
+    }
+    gt = {
+      "key": gt_keys,
+      "dur": gt_table.duration[gsel],
+      "flags": gt_table.flags[gsel],
+      "boxes": gt_table.boxes,
+      "off": gt_table.offset[gsel],
+      "len": gt_table.length[gsel],
+    }
     scores = prediction.score[ranked]
     for i, v in enumerate(videos):
       sl = slice(p_bounds[i], p_bounds[i + 1])
       v.scores = scores[sl].tolist()
       if py_scores:
-        v.scores = [py_scores.get(r, s)
-                    for r, s in zip(ranked[sl].tolist(), v.scores)]
+        v.scores = [py_scores.get(r, s) for r, s in zip(ranked[sl].tolist(), v.scores)]
       v.tkeys = tkeys[sl].tolist()
-      v.gt_tkeys = set(gt_keys[g_bounds[i]:g_bounds[i + 1]].tolist())
+      v.gt_tkeys = set(gt_keys[g_bounds[i] : g_bounds[i + 1]].tolist())
 
     def index_of(v, pos):
       row = int(ranked[p_bounds[v] + pos])
       if prediction.index is not None:
         return int(prediction.index[row])
       return row - int(prediction.bounds[items[v][2]])
-    _run_matcher(videos, p_bounds, g_bounds, pred, gt, self.threshold,
-                 exact_ints=gt_table.exact_ints or prediction.exact_ints,
-                 index_of=index_of)
+
+    _run_matcher(
+      videos,
+      p_bounds,
+      g_bounds,
+      pred,
+      gt,
+      self.threshold,
+      exact_ints=gt_table.exact_ints or prediction.exact_ints,
+      index_of=index_of,
+    )
     return {v.vid: _video_stats(v) for v in videos}
 
 
@@ -460,8 +496,7 @@ def _rank(score, rows, top, py_scores=None):
   Returns (ranked rows [P] int64, bounds [V+1] int64).
   """
   counts = np.asarray([len(r) for r in rows], np.int64)
-  allrows = np.concatenate(rows).astype(np.int64) if rows else np.zeros(
-      0, np.int64)
+  allrows = np.concatenate(rows).astype(np.int64) if rows else np.zeros(0, np.int64)
   video = np.repeat(np.arange(len(rows)), counts)
   s = score[allrows]
   # Stable ascending sort of -score == Python's stable descending sort
@@ -470,18 +505,16 @@ def _rank(score, rows, top, py_scores=None):
   ranked = allrows[order]
   special = set(video[np.isnan(s)].tolist())
   if py_scores:
-    special.update(video[np.isin(allrows, np.fromiter(
-        py_scores, np.int64, len(py_scores)))].tolist())
+    special.update(
+      video[np.isin(allrows, np.fromiter(py_scores, np.int64, len(py_scores)))].tolist()
+    )
   starts = np.zeros(len(rows) + 1, np.int64)
   np.cumsum(counts, out=starts[1:])
   for v in sorted(special):
     # Python's sort (NaN keys are not a total order; ints compare exactly).
     r = rows[v]
-    sv = [py_scores.get(x, y) if py_scores else y
-          for x, y in zip(r.tolist(), score[r].tolist())]
-    ranked[starts[v]:starts[v + 1]] = r[sorted(range(len(r)),
-                                               key=sv.__getitem__,
-                                               reverse=True)]
+    sv = [py_scores.get(x, y) if py_scores else y for x, y in zip(r.tolist(), score[r].tolist())]
+    ranked[starts[v] : starts[v + 1]] = r[sorted(range(len(r)), key=sv.__getitem__, reverse=True)]
   if top is None:
     return ranked, starts
   pos = np.arange(len(ranked)) - np.repeat(starts[:-1], counts)
@@ -500,17 +533,21 @@ def _video_stats(v):
   hits = v.matched & finite
   prec, rec = metrics.pr_curve(hits, v.num_gt)
   try:
-    tag = metrics.tagging_precision(v.tkeys, v.scores, v.gt_tkeys,
-                                    TAG_NRETURNS)
+    tag = metrics.tagging_precision(v.tkeys, v.scores, v.gt_tkeys, TAG_NRETURNS)
   except OverflowError:
-    return _VideoStats(error=(
+    return _VideoStats(
+      error=(
         f"video {v.vid!r}: all scores are integers and a predicted triplet "
         "is not in the ground truth; the official scorer fails assigning "
-        "-inf into its integer score array"))
+        "-inf into its integer score array"
+      )
+    )
   return _VideoStats(
-      ap=metrics.voc_ap(rec, prec),
-      tp_at={n: int(hits[:n].sum()) for n in DET_NRETURNS},
-      len_at={n: min(n, hits.size) for n in DET_NRETURNS}, tag=tag)
+    ap=metrics.voc_ap(rec, prec),
+    tp_at={n: int(hits[:n].sum()) for n in DET_NRETURNS},
+    len_at={n: min(n, hits.size) for n in DET_NRETURNS},
+    tag=tag,
+  )
 
 
 def _aggregate(videos, top):
@@ -540,24 +577,32 @@ def _aggregate(videos, top):
   for n in DET_NRETURNS:
     if len_at[n] == 0 and top is None:
       raise ScoringError(
-          "no video with ground truth has any prediction: the helper scorer "
-          "fails here (IndexError on an empty recall list); the vru20 "
-          "protocol scores it as 0")
-    rec_at_n[n] = metrics.recall_at(tp_at[n], tot_gt) if len_at[n] else 0.
+        "no video with ground truth has any prediction: the helper scorer "
+        "fails here (IndexError on an empty recall list); the vru20 "
+        "protocol scores it as 0"
+      )
+    rec_at_n[n] = metrics.recall_at(tp_at[n], tot_gt) if len_at[n] else 0.0
   mprec_at_n = {k: np.mean(prec_at[k]) for k in TAG_NRETURNS}
   if top is not None:
     mean_ap = round(float(mean_ap), 4)
-    rec_at_n = {n: (round(float(x), 4) if len_at[n] else 0.)
-                for n, x in rec_at_n.items()}
+    rec_at_n = {n: (round(float(x), 4) if len_at[n] else 0.0) for n, x in rec_at_n.items()}
     mprec_at_n = {k: round(float(x), 4) for k, x in mprec_at_n.items()}
-  return Result(mean_ap=mean_ap, rec_at_n=rec_at_n, mprec_at_n=mprec_at_n,
-                video_ap=video_ap, num_videos=len(videos), num_gt=tot_gt)
+  return Result(
+    mean_ap=mean_ap,
+    rec_at_n=rec_at_n,
+    mprec_at_n=mprec_at_n,
+    video_ap=video_ap,
+    num_videos=len(videos),
+    num_gt=tot_gt,
+  )
 
 
 def zero_shot_triplets(groundtruth, train_groundtruth) -> set:
   """Triplets of `groundtruth` that never occur in `train_groundtruth`."""
+
   def triplets(gt):
     return {tuple(r["triplet"]) for rels in gt.values() for r in rels}
+
   return triplets(groundtruth) - triplets(train_groundtruth)
 
 
@@ -575,6 +620,7 @@ def zero_shot_split(groundtruth, prediction, zs_triplets, generalized):
     if zs:
       gt[vid] = zs
       preds = prediction.get(vid, [])
-      pred[vid] = (list(preds) if generalized else
-                   [r for r in preds if tuple(r["triplet"]) in zs_triplets])
+      pred[vid] = (
+        list(preds) if generalized else [r for r in preds if tuple(r["triplet"]) in zs_triplets]
+      )
   return gt, pred

@@ -47,7 +47,7 @@ _chain = itertools.chain.from_iterable
 
 @dataclasses.dataclass(frozen=True)
 class Problem:
-  level: str          # "error" or "warning"
+  level: str  # "error" or "warning"
   video: str | None
   index: int | None
   field: str | None
@@ -86,10 +86,16 @@ class Report:
     if len(self.problems) > limit:
       lines.append(f"... and {len(self.problems) - limit} more")
     kinds = collections.Counter((p.level, p.field) for p in self.problems)
-    lines.append(f"{len(self.errors)} errors, {len(self.warnings)} warnings" +
-                 ("" if not kinds else " (" + ", ".join(
-                     f"{lvl} {fld}: {n}" for (lvl, fld), n in
-                     sorted(kinds.items(), key=str)) + ")"))
+    lines.append(
+      f"{len(self.errors)} errors, {len(self.warnings)} warnings"
+      + (
+        ""
+        if not kinds
+        else " ("
+        + ", ".join(f"{lvl} {fld}: {n}" for (lvl, fld), n in sorted(kinds.items(), key=str))
+        + ")"
+      )
+    )
     return "\n".join(lines)
 
 
@@ -101,27 +107,39 @@ def _check_traj(traj, key, duration_len, add):
   if not isinstance(traj, list):
     add("error", key, f"expected a list of boxes, got {type(traj).__name__}")
     return
-  bad = [j for j, b in enumerate(traj)
-         if not isinstance(b, (list, tuple)) or len(b) != 4
-         or not all(map(_is_number, b))]
+  bad = [
+    j
+    for j, b in enumerate(traj)
+    if not isinstance(b, (list, tuple)) or len(b) != 4 or not all(map(_is_number, b))
+  ]
   if bad:
-    add("error", key, f"{len(bad)} boxes are not 4 numbers (first: box "
-        f"{bad[0]}: {traj[bad[0]]!r})")
+    add("error", key, f"{len(bad)} boxes are not 4 numbers (first: box {bad[0]}: {traj[bad[0]]!r})")
     return
   if duration_len is not None and len(traj) != duration_len:
-    add("warning", key, f"{len(traj)} boxes for a duration of "
-        f"{duration_len} frames (one box per frame expected)")
+    add(
+      "warning",
+      key,
+      f"{len(traj)} boxes for a duration of {duration_len} frames (one box per frame expected)",
+    )
   nonfinite = [j for j, b in enumerate(traj) if not all(map(math.isfinite, b))]
   if nonfinite:
     # The scorer's integer box areas cannot hold NaN / inf: refuse here, by box.
-    add("error", key, f"{len(nonfinite)} boxes with non-finite coordinates (first: box "
-        f"{nonfinite[0]}: {list(traj[nonfinite[0]])}); expected finite numbers")
+    add(
+      "error",
+      key,
+      f"{len(nonfinite)} boxes with non-finite coordinates (first: box "
+      f"{nonfinite[0]}: {list(traj[nonfinite[0]])}); expected finite numbers",
+    )
     return
   inverted = [j for j, b in enumerate(traj) if b[0] > b[2] or b[1] > b[3]]
   if inverted:
-    add("warning", key, f"{len(inverted)} inverted boxes (x1 > x2 or y1 > y2;"
-        f" first: box {inverted[0]}: {list(traj[inverted[0]])}), scored "
-        "unclipped as the official code does")
+    add(
+      "warning",
+      key,
+      f"{len(inverted)} inverted boxes (x1 > x2 or y1 > y2;"
+      f" first: box {inverted[0]}: {list(traj[inverted[0]])}), scored "
+      "unclipped as the official code does",
+    )
 
 
 def _check_prediction(p, known, add):
@@ -134,15 +152,16 @@ def _check_prediction(p, known, add):
   t = p.get("triplet")
   if "triplet" in p:
     if not isinstance(t, list) or not all(isinstance(x, str) for x in t):
-      add("error", "triplet", f"expected [subject, predicate, object] "
-          f"strings, got {t!r}")
+      add("error", "triplet", f"expected [subject, predicate, object] strings, got {t!r}")
     elif len(t) != 3:
       add("warning", "triplet", f"{len(t)} names instead of 3: {t!r}")
     elif known is not None:
       objects, predicates = known
-      for name, pool, what in ((t[0], objects, "subject category"),
-                               (t[1], predicates, "predicate"),
-                               (t[2], objects, "object category")):
+      for name, pool, what in (
+        (t[0], objects, "subject category"),
+        (t[1], predicates, "predicate"),
+        (t[2], objects, "object category"),
+      ):
         if name not in pool:
           add("warning", "triplet", f"unknown {what} {name!r}")
   s = p.get("score")
@@ -150,16 +169,21 @@ def _check_prediction(p, known, add):
     if not _is_number(s):
       add("error", "score", f"not a number: {s!r}")
     elif not math.isfinite(s):
-      add("warning", "score", f"non-finite score {s!r} (the official scorer "
-          "counts such a prediction as a false positive)")
+      add(
+        "warning",
+        "score",
+        f"non-finite score {s!r} (the official scorer "
+        "counts such a prediction as a false positive)",
+      )
   d = p.get("duration")
   dlen = None
   if "duration" in p:
-    if (not isinstance(d, list) or len(d) != 2
-        or not all(isinstance(x, int) and not isinstance(x, bool)
-                   for x in d)):
-      add("error", "duration", f"expected [start, end) integer frames, got "
-          f"{d!r}")
+    if (
+      not isinstance(d, list)
+      or len(d) != 2
+      or not all(isinstance(x, int) and not isinstance(x, bool) for x in d)
+    ):
+      add("error", "duration", f"expected [start, end) integer frames, got {d!r}")
     else:
       dlen = d[1] - d[0]
       if dlen <= 0:
@@ -171,9 +195,12 @@ def _check_prediction(p, known, add):
       _check_traj(p[key], key, dlen, add)
 
 
-def validate_submission(submission: Any, groundtruth: Mapping | None = None,
-                        protocol: str = "helper",
-                        dataset: str | None = None) -> Report:
+def validate_submission(
+  submission: Any,
+  groundtruth: Mapping | None = None,
+  protocol: str = "helper",
+  dataset: str | None = None,
+) -> Report:
   """Checks a parsed submission; see the module docstring for the rules.
 
   Args:
@@ -189,49 +216,73 @@ def validate_submission(submission: Any, groundtruth: Mapping | None = None,
   """
   problems = []
   if not isinstance(submission, Mapping):
-    problems.append(Problem("error", None, None, None,
-                            "expected a JSON object with 'results'"))
+    problems.append(Problem("error", None, None, None, "expected a JSON object with 'results'"))
     return Report(problems)
   version = submission.get("version")
   if version != VERSION:
-    problems.append(Problem(
-        "warning", None, None, "version",
-        f"expected {VERSION!r}, got {version!r} (not read by the scorer)"))
+    problems.append(
+      Problem(
+        "warning",
+        None,
+        None,
+        "version",
+        f"expected {VERSION!r}, got {version!r} (not read by the scorer)",
+      )
+    )
   results = submission.get("results")
   if not isinstance(results, Mapping):
-    problems.append(Problem("error", None, None, "results",
-                            "missing or not an object {video_id: [...]}"))
+    problems.append(
+      Problem("error", None, None, "results", "missing or not an object {video_id: [...]}")
+    )
     return Report(problems)
   if dataset is None and results:
     dataset = vrd_categories.dataset_of_video_id(str(next(iter(results))))
   known = None
   if dataset:
-    known = (set(vrd_categories.object_categories(dataset)),
-             set(vrd_categories.predicates(dataset)))
+    known = (
+      set(vrd_categories.object_categories(dataset)),
+      set(vrd_categories.predicates(dataset)),
+    )
   limit = LIMITS[protocol]
   for vid, preds in results.items():
     ignored = groundtruth is not None and not groundtruth.get(vid)
     if not isinstance(preds, list):
-      problems.append(Problem("warning" if ignored else "error", vid, None,
-                              None, "predictions must be a list"))
+      problems.append(
+        Problem("warning" if ignored else "error", vid, None, None, "predictions must be a list")
+      )
       continue
     if ignored:
-      problems.append(Problem(
-          "warning", vid, None, None,
-          f"{len(preds)} predictions for a video without ground truth "
-          "(ignored by the scorer)"))
+      problems.append(
+        Problem(
+          "warning",
+          vid,
+          None,
+          None,
+          f"{len(preds)} predictions for a video without ground truth (ignored by the scorer)",
+        )
+      )
     if len(preds) > limit:
-      problems.append(Problem(
-          "warning", vid, None, None,
-          f"{len(preds)} predictions > {limit} " +
-          ("(VRU'19 rules accepted at most 2000 per video)"
-           if protocol == "helper" else
-           "(the VRU'20 scorer keeps the top 200 by score)")))
+      problems.append(
+        Problem(
+          "warning",
+          vid,
+          None,
+          None,
+          f"{len(preds)} predictions > {limit} "
+          + (
+            "(VRU'19 rules accepted at most 2000 per video)"
+            if protocol == "helper"
+            else "(the VRU'20 scorer keeps the top 200 by score)"
+          ),
+        )
+      )
     for i, p in enumerate(preds):
+
       def add(level, field, message, vid=vid, i=i):
         if ignored and level == "error":
           level = "warning"
         problems.append(Problem(level, vid, i, field, message))
+
       _check_prediction(p, known, add)
   return Report(problems)
 
@@ -255,8 +306,9 @@ class ColumnarValidator:
     protocol, dataset: as `validate_submission`.
   """
 
-  def __init__(self, groundtruth: Mapping | None = None,
-               protocol: str = "helper", dataset: str | None = None):
+  def __init__(
+    self, groundtruth: Mapping | None = None, protocol: str = "helper", dataset: str | None = None
+  ):
     self.groundtruth = groundtruth
     self.protocol = protocol
     self.limit = LIMITS[protocol]
@@ -264,8 +316,8 @@ class ColumnarValidator:
     self.version = None
     self.results_kind = 0
     self.not_object = False
-    self.videos = {}          # video id -> [Problem] (json.load's dict order)
-    self.errors_in = set()    # videos with an error
+    self.videos = {}  # video id -> [Problem] (json.load's dict order)
+    self.errors_in = set()  # videos with an error
     self._reset()
 
   def _reset(self):
@@ -273,7 +325,7 @@ class ColumnarValidator:
     self.errors_in.clear()
     self.dataset = self.dataset_arg
     self.known = None
-    self._ok = None           # [names, 3] bool, name id known in that slot
+    self._ok = None  # [names, 3] bool, name id known in that slot
     self._first = True
 
   def event(self, kind: str, value: Any) -> None:
@@ -295,8 +347,9 @@ class ColumnarValidator:
     have = 0 if self._ok is None else len(self._ok)
     if have < len(vocab.names):
       objects, predicates = self.known
-      new = np.asarray([(n in objects, n in predicates, n in objects)
-                        for n in vocab.names[have:]], bool).reshape(-1, 3)
+      new = np.asarray(
+        [(n in objects, n in predicates, n in objects) for n in vocab.names[have:]], bool
+      ).reshape(-1, 3)
       self._ok = new if self._ok is None else np.concatenate([self._ok, new])
     return self._ok
 
@@ -305,11 +358,12 @@ class ColumnarValidator:
     if self._first and chunk.video_ids:
       self._first = False
       if self.dataset is None:
-        self.dataset = vrd_categories.dataset_of_video_id(
-            str(chunk.video_ids[0]))
+        self.dataset = vrd_categories.dataset_of_video_id(str(chunk.video_ids[0]))
       if self.dataset:
-        self.known = (set(vrd_categories.object_categories(self.dataset)),
-                      set(vrd_categories.predicates(self.dataset)))
+        self.known = (
+          set(vrd_categories.object_categories(self.dataset)),
+          set(vrd_categories.predicates(self.dataset)),
+        )
     flag = chunk.flag
     plain = flag == 0
     dlen = chunk.duration[:, 1] - chunk.duration[:, 0]
@@ -325,48 +379,64 @@ class ColumnarValidator:
     rows = chunk.rows.tolist()
     for v, vid in enumerate(chunk.video_ids):
       problems = []
-      ignored = (self.groundtruth is not None
-                 and not self.groundtruth.get(vid))
+      ignored = self.groundtruth is not None and not self.groundtruth.get(vid)
       if not chunk.is_list[v]:
-        problems.append(Problem("warning" if ignored else "error", vid, None,
-                                None, "predictions must be a list"))
+        problems.append(
+          Problem("warning" if ignored else "error", vid, None, None, "predictions must be a list")
+        )
       else:
         count = rows[v + 1] - rows[v]
         if ignored:
-          problems.append(Problem(
-              "warning", vid, None, None,
-              f"{count} predictions for a video without ground truth "
-              "(ignored by the scorer)"))
+          problems.append(
+            Problem(
+              "warning",
+              vid,
+              None,
+              None,
+              f"{count} predictions for a video without ground truth (ignored by the scorer)",
+            )
+          )
         if count > self.limit:
-          problems.append(Problem(
-              "warning", vid, None, None,
-              f"{count} predictions > {self.limit} " +
-              ("(VRU'19 rules accepted at most 2000 per video)"
-               if self.protocol == "helper" else
-               "(the VRU'20 scorer keeps the top 200 by score)")))
+          problems.append(
+            Problem(
+              "warning",
+              vid,
+              None,
+              None,
+              f"{count} predictions > {self.limit} "
+              + (
+                "(VRU'19 rules accepted at most 2000 per video)"
+                if self.protocol == "helper"
+                else "(the VRU'20 scorer keeps the top 200 by score)"
+              ),
+            )
+          )
         lo, hi = np.searchsorted(flagged_rows, (rows[v], rows[v + 1]))
         for r in flagged_rows[lo:hi].tolist():
           i = r - rows[v]
 
-          def add(level, field, message, vid=vid, i=i, ignored=ignored,
-                  problems=problems):
+          def add(level, field, message, vid=vid, i=i, ignored=ignored, problems=problems):
             if ignored and level == "error":
               level = "warning"
             problems.append(Problem(level, vid, i, field, message))
+
           if flag[r]:
             _check_prediction(chunk.decode(r), self.known, add)
             continue
           if unknown is not None:
-            for k, what in enumerate(("subject category", "predicate",
-                                      "object category")):
+            for k, what in enumerate(("subject category", "predicate", "object category")):
               if unknown[r, k]:
                 name = chunk.vocab.names[chunk.names[r, k]]
                 add("warning", "triplet", f"unknown {what} {name!r}")
           for side, key in enumerate(("sub_traj", "obj_traj")):
             if mismatch[r, side]:
-              add("warning", key, f"{chunk.traj[r, side, 1]} boxes for a "
-                  f"duration of {int(dlen[r])} frames (one box per frame "
-                  "expected)")
+              add(
+                "warning",
+                key,
+                f"{chunk.traj[r, side, 1]} boxes for a "
+                f"duration of {int(dlen[r])} frames (one box per frame "
+                "expected)",
+              )
       self.videos[vid] = problems
       if any(p.level == "error" for p in problems):
         self.errors_in.add(vid)
@@ -376,30 +446,39 @@ class ColumnarValidator:
   def report(self) -> Report:
     """All problems, as `validate_submission` lists them."""
     if self.not_object:
-      return Report([Problem("error", None, None, None,
-                             "expected a JSON object with 'results'")])
+      return Report([Problem("error", None, None, None, "expected a JSON object with 'results'")])
     problems = []
     if self.version != VERSION:
-      problems.append(Problem(
-          "warning", None, None, "version",
-          f"expected {VERSION!r}, got {self.version!r} (not read by the "
-          "scorer)"))
+      problems.append(
+        Problem(
+          "warning",
+          None,
+          None,
+          "version",
+          f"expected {VERSION!r}, got {self.version!r} (not read by the scorer)",
+        )
+      )
     if self.results_kind != 1:
-      problems.append(Problem("error", None, None, "results",
-                              "missing or not an object {video_id: [...]}"))
+      problems.append(
+        Problem("error", None, None, "results", "missing or not an object {video_id: [...]}")
+      )
       return Report(problems)
     for video_problems in self.videos.values():
       problems.extend(video_problems)
     return Report(problems)
 
 
-def validate_file(path: str, groundtruth: Mapping | None = None,
-                  protocol: str = "helper",
-                  dataset: str | None = None) -> Report:
+def validate_file(
+  path: str,
+  groundtruth: Mapping | None = None,
+  protocol: str = "helper",
+  dataset: str | None = None,
+) -> Report:
   """`validate_submission` of a `.json` / `.json.xz` file, read into columns
   (`ColumnarValidator`). Raises `fastjson.FormatError` on a file that is not
   JSON."""
   from relations.video_relations.metrics import fastjson  # pylint: disable=g-import-not-at-top
+
   v = ColumnarValidator(groundtruth, protocol, dataset)
   for kind, value in fastjson.scan_document(path):
     v.event(kind, value)
@@ -408,27 +487,29 @@ def validate_file(path: str, groundtruth: Mapping | None = None,
 
 @cli_errors.entry_point
 def main(argv=None) -> int:
-  from relations.video_relations.metrics import io# pylint: disable=g-import-not-at-top
+  from relations.video_relations.metrics import io  # pylint: disable=g-import-not-at-top
+
   ap = cli_errors.ArgumentParser(
-      prog="python -m relations.video_relations.metrics.validate",
-      description="Validate a VidOR / VidVRD relation detection submission.")
+    prog="python -m relations.video_relations.metrics.validate",
+    description="Validate a VidOR / VidVRD relation detection submission.",
+  )
   ap.add_argument("prediction", type=cli_errors.existing_file)
   ap.add_argument("--groundtruth", type=cli_errors.existing_path)
   ap.add_argument("--protocol", choices=sorted(LIMITS), default="helper")
   ap.add_argument("--dataset", choices=["vidor", "vidvrd"])
   args = ap.parse_args(argv)
   from relations.video_relations.metrics import fastjson  # pylint: disable=g-import-not-at-top
+
   gt = None
   if args.groundtruth:
     table = io.read_groundtruth_table(args.groundtruth, args.dataset)
-    gt = {v: int(table.bounds[i + 1] - table.bounds[i])
-          for i, v in enumerate(table.video_ids)}
+    gt = {v: int(table.bounds[i + 1] - table.bounds[i]) for i, v in enumerate(table.video_ids)}
   try:
     rep = validate_file(args.prediction, gt, args.protocol, args.dataset)
   except fastjson.FormatError as e:
     print(f"error: {args.prediction}: {e.detail}", file=sys.stderr)
     return 2
-  print(rep.summary(limit=10 ** 9))
+  print(rep.summary(limit=10**9))
   return 0 if rep.ok else 1
 
 

@@ -47,8 +47,7 @@ def test_leading_zero_tag():
   assert s == "<|det7|> waves"
   assert p2n == {"07": "<|det7|>"}
   # Backward mapping restores the written form, as the official map does.
-  assert person_tags.replace_names("greet <|det7|>",
-                                   person_tags.invert(p2n)) == "greet 07"
+  assert person_tags.replace_names("greet <|det7|>", person_tags.invert(p2n)) == "greet 07"
 
 
 def test_backward_unknown_tag_becomes_number():
@@ -65,24 +64,30 @@ def test_superscript_digit_fails_like_official():
 
 
 def test_finetune_expansion_order_and_maps():
-  rec = {"img_fn": "a/b.jpg", "event": "1 talks to 2", "place": "home",
-         "intent": ["thank 2"], "before": ["meet 3", "sit"],
-         "after": []}
+  rec = {
+    "img_fn": "a/b.jpg",
+    "event": "1 talks to 2",
+    "place": "home",
+    "intent": ["thank 2"],
+    "before": ["meet 3", "sit"],
+    "after": [],
+  }
   out = person_tags.encode_finetune_record(rec, event_idx=5)
   assert [(r["inference_relation"], r["inference_text"]) for r in out] == [
-      ("intent", "thank 2"), ("before", "meet 3"), ("before", "sit")]
+    ("intent", "thank 2"),
+    ("before", "meet 3"),
+    ("before", "sit"),
+  ]
   assert all(r["event_idx"] == 5 for r in out)
   assert out[1]["inference_text_name"] == "meet <|det3|>"
   # Training maps hold event tags plus the tags of *this* inference.
-  assert out[1]["person2name"] == {"1": "<|det1|>", "2": "<|det2|>",
-                                   "3": "<|det3|>"}
+  assert out[1]["person2name"] == {"1": "<|det1|>", "2": "<|det2|>", "3": "<|det3|>"}
   assert out[2]["person2name"] == {"1": "<|det1|>", "2": "<|det2|>"}
   assert "intent" not in out[0] and out[0]["place"] == "home"
 
 
 def test_generation_expansion_always_three():
-  rec = {"event": "1 talks to 2", "place": "home", "intent": [],
-         "before": ["meet 3", "call 4"]}
+  rec = {"event": "1 talks to 2", "place": "home", "intent": [], "before": ["meet 3", "call 4"]}
   out = person_tags.encode_generation_record(rec, event_idx=0)
   assert [r["inference_relation"] for r in out] == ["intent", "before", "after"]
   assert "inference_text" not in out[0] and "inference_text" not in out[2]

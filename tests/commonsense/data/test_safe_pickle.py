@@ -11,10 +11,13 @@ from relations.commonsense.text import safe_pickle
 
 def _features():
   rng = np.random.default_rng(0)
-  return {"image_features": rng.standard_normal(2048).astype(np.float32),
-          "object_features": rng.standard_normal((3, 2048)).astype(np.float32),
-          "meta": [1, 2.5, "x", (True, None), {"k": b"\x00\xff"}],
-          "scalar": np.float32(1.5), "ints": np.arange(5, dtype=np.int64)}
+  return {
+    "image_features": rng.standard_normal(2048).astype(np.float32),
+    "object_features": rng.standard_normal((3, 2048)).astype(np.float32),
+    "meta": [1, 2.5, "x", (True, None), {"k": b"\x00\xff"}],
+    "scalar": np.float32(1.5),
+    "ints": np.arange(5, dtype=np.int64),
+  }
 
 
 @pytest.mark.parametrize("protocol", [2, 3, 4, 5])
@@ -39,7 +42,6 @@ def test_numpy1_module_names():
 
 
 class _Evil:
-
   def __init__(self, path):
     self.path = path
 
@@ -50,9 +52,11 @@ class _Evil:
 def test_malicious_pickle_rejected_without_running(tmp_path):
   marker = tmp_path / "pwned"
   data = pickle.dumps({"image_features": _Evil(str(marker))})
-  with pytest.raises(safe_pickle.UnsafePickleError,
-                     match=r"feat\.pkl: refusing to load global "
-                     r"(posix|os)\.system"):
+  with pytest.raises(
+    safe_pickle.UnsafePickleError,
+    match=r"feat\.pkl: refusing to load global "
+    r"(posix|os)\.system",
+  ):
     safe_pickle.loads(data, source="feat.pkl")
   assert not marker.exists()
 
@@ -63,6 +67,7 @@ def test_eval_and_classes_rejected():
     safe_pickle.loads(data)
   with pytest.raises(safe_pickle.UnsafePickleError, match="OrderedDict"):
     import collections  # pylint: disable=g-import-not-at-top
+
     safe_pickle.loads(pickle.dumps(collections.OrderedDict(a=1)))
 
 
@@ -74,6 +79,7 @@ def test_object_arrays_rejected():
 
 def test_codecs_only_latin1():
   import codecs  # pylint: disable=g-import-not-at-top
+
   data = pickle.dumps(codecs.encode, protocol=2)
   fn = safe_pickle.loads(data)
   assert fn("ab", "latin1") == b"ab"
@@ -96,30 +102,37 @@ class _Call:
     return (self.func, self.args)
 
 
-@pytest.mark.parametrize("func,args,what", [
+@pytest.mark.parametrize(
+  "func,args,what",
+  [
     (bytes, (10**12,), "bytes"),
     (bytearray, (10**12,), "bytearray"),
     (np.ndarray, ((10**6, 10**6), "f8"), "ndarray"),
     (np._core.multiarray._reconstruct, (np.ndarray, (10**6, 10**6), b"b"), "_reconstruct"),
-])
+  ],
+)
 def test_huge_allocations_refused_before_they_run(func, args, what):
   data = pickle.dumps({"image_features": _Call(func, args)}, protocol=2)
   assert len(data) < 300
-  with pytest.raises(safe_pickle.UnsafePickleError,
-                     match=rf"feat\.pkl: {what}\(\.\.\.\) would allocate \d+ bytes, more than "
-                     r"this 1048576-byte budget"):
+  with pytest.raises(
+    safe_pickle.UnsafePickleError,
+    match=rf"feat\.pkl: {what}\(\.\.\.\) would allocate \d+ bytes, more than "
+    r"this 1048576-byte budget",
+  ):
     safe_pickle.loads(data, source="feat.pkl")
 
 
 def test_many_small_allocations_share_one_budget():
   # Ten distinct 600 kB bytearrays: each fits in 1 MiB, together they do not.
   data = pickle.dumps([_Call(bytearray, (600_000,)) for _ in range(10)], protocol=2)
-  with pytest.raises(safe_pickle.UnsafePickleError, match=r"bytearray\(\.\.\.\) would allocate "
-                     r"600000 bytes, more than this 448576-byte budget"):
+  with pytest.raises(
+    safe_pickle.UnsafePickleError,
+    match=r"bytearray\(\.\.\.\) would allocate "
+    r"600000 bytes, more than this 448576-byte budget",
+  ):
     safe_pickle.loads(data)
   # One fits.
-  assert safe_pickle.loads(pickle.dumps([_Call(bytearray, (600_000,))])) == [
-      bytearray(600_000)]
+  assert safe_pickle.loads(pickle.dumps([_Call(bytearray, (600_000,))])) == [bytearray(600_000)]
 
 
 def test_large_real_arrays_still_load():

@@ -8,8 +8,13 @@ from relations.commonsense.text import sequence
 
 def test_layout_positions():
   lay = sequence.Layout()
-  assert (lay.max_image, lay.event_start, lay.place_start, lay.relation_pos,
-          lay.prompt_len) == (17, 17, 56, 78, 79)
+  assert (lay.max_image, lay.event_start, lay.place_start, lay.relation_pos, lay.prompt_len) == (
+    17,
+    17,
+    56,
+    78,
+    79,
+  )
   seg = sequence.segment_ids(lay)
   assert seg.shape == (128,)
   assert (seg[:17] == 0).all() and (seg[17:56] == 1).all()
@@ -17,9 +22,13 @@ def test_layout_positions():
 
 
 def test_encode_known_answer(tok):
-  ex = sequence.encode(tok, "<|det1|> is trying to talk to <|det2|>",
-                       "at a fancy party", "before",
-                       "approach <|det3|> at an event")
+  ex = sequence.encode(
+    tok,
+    "<|det1|> is trying to talk to <|det2|>",
+    "at a fancy party",
+    "before",
+    "approach <|det3|> at an event",
+  )
   ids, labels = ex["input_ids"], ex["labels"]
   eos = tok.eos_id
   assert ids.dtype == np.int32 and ids.shape == (128,)
@@ -27,17 +36,17 @@ def test_encode_known_answer(tok):
   assert (ids[1:16] == eos).all()
   event = [tok.b_ev_id] + tok.encode("<|det1|> is trying to talk to <|det2|>")
   event += [tok.e_ev_id]
-  np.testing.assert_array_equal(ids[17:17 + len(event)], event)
-  assert (ids[17 + len(event):56] == eos).all()
+  np.testing.assert_array_equal(ids[17 : 17 + len(event)], event)
+  assert (ids[17 + len(event) : 56] == eos).all()
   place = [tok.b_pl_id] + tok.encode("at a fancy party") + [tok.e_pl_id]
-  np.testing.assert_array_equal(ids[56:56 + len(place)], place)
+  np.testing.assert_array_equal(ids[56 : 56 + len(place)], place)
   assert ids[78] == tok.relation_ids["before"]
   inf = tok.encode("approach <|det3|> at an event") + [tok.e_in_id]
-  np.testing.assert_array_equal(ids[79:79 + len(inf)], inf)
-  assert (ids[79 + len(inf):] == eos).all()
+  np.testing.assert_array_equal(ids[79 : 79 + len(inf)], inf)
+  assert (ids[79 + len(inf) :] == eos).all()
   # Labels: inference tokens + <|e_in|>, not the relation token.
   want = np.full(128, -1)
-  want[79:79 + len(inf)] = inf
+  want[79 : 79 + len(inf)] = inf
   np.testing.assert_array_equal(labels, want)
   assert ex["relation_pos"] == 78 and ex["prompt_len"] == 79
   np.testing.assert_array_equal(ex["position_ids"], np.arange(128))
@@ -47,23 +56,22 @@ def test_encode_known_answer(tok):
 
 
 def test_ep_labels_and_no_text(tok):
-  ex = sequence.encode(tok, "<|det1|> is here", "at a party", "intent",
-                       "dance", mode="all")
+  ex = sequence.encode(tok, "<|det1|> is here", "at a party", "intent", "dance", mode="all")
   ids, labels = ex["input_ids"], ex["labels"]
   n_ev = 1 + len(tok.encode("<|det1|> is here"))  # tokens + <|e_ev|>
-  np.testing.assert_array_equal(labels[18:18 + n_ev], ids[18:18 + n_ev])
+  np.testing.assert_array_equal(labels[18 : 18 + n_ev], ids[18 : 18 + n_ev])
   assert labels[17] == -1 and labels[18 + n_ev] == -1
   n_pl = 1 + len(tok.encode("at a party"))
-  np.testing.assert_array_equal(labels[57:57 + n_pl], ids[57:57 + n_pl])
+  np.testing.assert_array_equal(labels[57 : 57 + n_pl], ids[57 : 57 + n_pl])
   assert labels[56] == -1 and labels[78] == -1 and labels[79] == ids[79]
-  masked = sequence.encode(tok, "<|det1|> is here", "at a party", "intent",
-                           "dance", include_text=False)
+  masked = sequence.encode(
+    tok, "<|det1|> is here", "at a party", "intent", "dance", include_text=False
+  )
   assert (masked["input_ids"][17:78] == tok.eos_id).all()
   np.testing.assert_array_equal(masked["input_ids"][78:], ids[78:])
   np.testing.assert_array_equal(masked["labels"][79:], labels[79:])
   with pytest.raises(ValueError, match="b_ev|begin"):
-    sequence.encode(tok, "x", "y", "intent", "z", mode="all",
-                    include_text=False)
+    sequence.encode(tok, "x", "y", "intent", "z", mode="all", include_text=False)
 
 
 def test_truncation(tok):
@@ -81,11 +89,9 @@ def test_truncation(tok):
 
 
 def test_prompt_is_prefix_of_training_sequence(tok):
-  full = sequence.encode(tok, "<|det1|> is here", "at a party", "intent",
-                         "dance")
+  full = sequence.encode(tok, "<|det1|> is here", "at a party", "intent", "dance")
   prompt = sequence.encode(tok, "<|det1|> is here", "at a party", "intent")
-  np.testing.assert_array_equal(prompt["input_ids"][:79],
-                                full["input_ids"][:79])
+  np.testing.assert_array_equal(prompt["input_ids"][:79], full["input_ids"][:79])
   assert (prompt["input_ids"][79:] == tok.eos_id).all()
   assert (prompt["labels"] == -1).all()
 
@@ -95,11 +101,10 @@ def test_box_selection_and_person_ids(tok):
   # Tag 2 is the chair (tags index all detections); tag 9 does not exist.
   np.testing.assert_array_equal(sequence.select_dets(names, [2, 3, 9]), [1, 2])
   # No usable tag: all people.
-  np.testing.assert_array_equal(sequence.select_dets(names, [0, 9]),
-                                [0, 2, 3])
+  np.testing.assert_array_equal(sequence.select_dets(names, [0, 9]), [0, 2, 3])
   np.testing.assert_array_equal(
-      sequence.select_dets(names, [1], only_use_relevant_dets=False),
-      [0, 1, 2, 3])
+    sequence.select_dets(names, [1], only_use_relevant_dets=False), [0, 1, 2, 3]
+  )
   pid = sequence.slot_person_ids(tok, names, np.array([1, 2]))
   assert pid.shape == (15,)
   assert pid[0] == tok.det_id(0) and pid[1] == 0
@@ -113,17 +118,16 @@ def test_box_selection_and_person_ids(tok):
 
 def test_visual_slots(tok):
   names = ["person", "chair", "person"]
-  boxes = np.array([[1, 2, 10, 20], [3, 3, 5, 5], [20, 2, 30, 40]],
-                   np.float32)
+  boxes = np.array([[1, 2, 10, 20], [3, 3, 5, 5], [20, 2, 30, 40]], np.float32)
   v = sequence.visual_slots(tok, names, boxes, np.array([0, 1, 2]), 48, 40)
-  np.testing.assert_array_equal(v["boxes"][:4], [[0, 0, 48, 40], boxes[0],
-                                                 boxes[1], boxes[2]])
+  np.testing.assert_array_equal(v["boxes"][:4], [[0, 0, 48, 40], boxes[0], boxes[1], boxes[2]])
   assert (v["boxes"][4:] == 0).all() and v["boxes"].shape == (15, 4)
   np.testing.assert_array_equal(v["mask"], np.arange(15) < 4)
   np.testing.assert_array_equal(v["det_index"][:5], [-1, 0, 1, 2, -1])
   np.testing.assert_array_equal(
-      v["person_ids"][:4], [tok.det_id(0), tok.det_id(1), 0, tok.det_id(3)])
-  many = sequence.visual_slots(tok, ["person"] * 20,
-                               np.tile(boxes[:1], (20, 1)), np.arange(20),
-                               48, 40)
+    v["person_ids"][:4], [tok.det_id(0), tok.det_id(1), 0, tok.det_id(3)]
+  )
+  many = sequence.visual_slots(
+    tok, ["person"] * 20, np.tile(boxes[:1], (20, 1)), np.arange(20), 48, 40
+  )
   assert many["mask"].all() and many["det_index"][-1] == 13

@@ -13,8 +13,9 @@ from relations.commonsense.data.visualcomet import records
 from relations.commonsense.text import sequence
 from relations.commonsense.text import tokenizer as tokenizer_lib
 
-SMALL = dict(train_images=8, val_images=4, test_images=2, image_size=96,
-             vocab_size=400, verbose=False)
+SMALL = dict(
+  train_images=8, val_images=4, test_images=2, image_size=96, vocab_size=400, verbose=False
+)
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +46,10 @@ def test_deterministic_from_seed(corpus, tmp_path):
   assert _same_tree(out, again)
   other = str(tmp_path / "other")
   sc.generate(other, seed=8, **SMALL)
-  assert (open(os.path.join(out, "train_annots.json")).read()
-          != open(os.path.join(other, "train_annots.json")).read())
+  assert (
+    open(os.path.join(out, "train_annots.json")).read()
+    != open(os.path.join(other, "train_annots.json")).read()
+  )
 
 
 def test_refuses_to_overwrite(corpus):
@@ -61,24 +64,25 @@ def test_official_layout_and_formats(corpus):
     recs = records.load_annotations(os.path.join(out, f"{split}_annots.json"))
     assert len(recs) == n
     for r in recs:
-      assert set(r) >= {"img_fn", "movie", "metadata_fn", "split", "place",
-                        "event"} and r["split"] == split
+      assert (
+        set(r) >= {"img_fn", "movie", "metadata_fn", "split", "place", "event"}
+        and r["split"] == split
+      )
       assert (split == "test") == ("before" not in r)
-      meta = records.load_metadata(
-          os.path.join(out, "vcr1images", r["metadata_fn"]))
+      meta = records.load_metadata(os.path.join(out, "vcr1images", r["metadata_fn"]))
       img = Image.open(os.path.join(out, "vcr1images", r["img_fn"]))
       assert img.size == (96, 96) and img.format == "JPEG"
       feats = records.load_features(
-          os.path.join(out, "features", records.image_id(r["img_fn"])
-                       + ".pkl"), len(meta["names"]))
+        os.path.join(out, "features", records.image_id(r["img_fn"]) + ".pkl"), len(meta["names"])
+      )
       assert feats["object_features"].shape == (len(meta["names"]), 2048)
-      raw = json.load(open(os.path.join(out, "vcr1images",
-                                        r["metadata_fn"])))
+      raw = json.load(open(os.path.join(out, "vcr1images", r["metadata_fn"])))
       assert all(len(b) == 5 for b in raw["boxes"])
       assert all(len(p[0]) == 4 and len(p[0][0]) == 2 for p in raw["segms"])
       # Events mention people (by their VCR tag) only.
-      for tag in sequence.select_dets(meta["names"], [
-          int(t) for t in r["event"].split() if t.isdigit()]):
+      for tag in sequence.select_dets(
+        meta["names"], [int(t) for t in r["event"].split() if t.isdigit()]
+      ):
         assert meta["names"][tag] == "person"
 
 
@@ -86,8 +90,11 @@ def test_inferences_follow_visible_attributes(corpus):
   out, _ = corpus
   truth = json.load(open(os.path.join(out, "truth.json")))
   recs = json.load(open(os.path.join(out, "train_annots.json")))
-  pools = (("intent", sc.INTENT, "object"), ("before", sc.BEFORE, "colour"),
-           ("after", sc.AFTER, "pose"))
+  pools = (
+    ("intent", sc.INTENT, "object"),
+    ("before", sc.BEFORE, "colour"),
+    ("after", sc.AFTER, "pose"),
+  )
   for r in recs:
     s = int(r["event"].split()[0])
     det = truth[r["img_fn"]]["detections"][s - 1]
@@ -109,9 +116,8 @@ def _matches(template, text):
     return False
   for a, b in zip(t, w):
     if "{" in a:
-      suffix = a[a.index("}") + 1:]
-      if not (b.endswith(suffix) and (b[:len(b) - len(suffix)].isdigit()
-                                      or "{p}" in a)):
+      suffix = a[a.index("}") + 1 :]
+      if not (b.endswith(suffix) and (b[: len(b) - len(suffix)].isdigit() or "{p}" in a)):
         return False
     elif a != b:
       return False
@@ -122,23 +128,20 @@ def test_subject_colour_visible_in_box(corpus):
   out, _ = corpus
   truth = json.load(open(os.path.join(out, "truth.json")))
   for img_fn, t in truth.items():
-    img = np.asarray(Image.open(os.path.join(out, "vcr1images", img_fn)),
-                     np.float32)
-    meta = json.load(open(os.path.join(out, "vcr1images",
-                                       img_fn[:-4] + ".json")))
+    img = np.asarray(Image.open(os.path.join(out, "vcr1images", img_fn)), np.float32)
+    meta = json.load(open(os.path.join(out, "vcr1images", img_fn[:-4] + ".json")))
     for det, box in zip(t["detections"], meta["boxes"]):
       if det["name"] != "person":
         continue
       x1, y1, x2, y2 = (int(v) for v in box[:4])
-      crop = img[y1:y2 + 1, x1:x2 + 1].reshape(-1, 3)
+      crop = img[y1 : y2 + 1, x1 : x2 + 1].reshape(-1, 3)
       dist = np.abs(crop - np.array(sc.COLOURS[det["colour"]])).sum(-1)
       assert (dist < 60).mean() > 0.08, (img_fn, det)
 
 
 def test_tokenizer_and_layout_fit(corpus):
   out, stats = corpus
-  tok = tokenizer_lib.VisualCometTokenizer.from_dir(
-      os.path.join(out, "tokenizer"))
+  tok = tokenizer_lib.VisualCometTokenizer.from_dir(os.path.join(out, "tokenizer"))
   assert tok.base_vocab_size == stats["tokens"]["bpe_base_vocab"] <= 400
   assert tok.token_to_id("<|b_img|>") == tok.base_vocab_size
   lay = sequence.Layout()

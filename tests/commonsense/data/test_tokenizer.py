@@ -30,17 +30,25 @@ def test_gpt2_special_token_ids(tmp_path):
   tok = tokenizer_lib.VisualCometTokenizer.from_dir(str(tmp_path))
   assert tok.base_vocab_size == 50257 and tok.vocab_size == 50317
   assert tok.eos_id == tok.pad_id == 50256
-  want = {"<|b_img|>": 50257, "<|e_img|>": 50258, "<|b_ev|>": 50259,
-          "<|e_ev|>": 50260, "<|b_pl|>": 50261, "<|e_pl|>": 50262,
-          "<|e_in|>": 50263, "<|before|>": 50264, "<|intent|>": 50265,
-          "<|after|>": 50266, "<|det0|>": 50267, "<|det49|>": 50316}
+  want = {
+    "<|b_img|>": 50257,
+    "<|e_img|>": 50258,
+    "<|b_ev|>": 50259,
+    "<|e_ev|>": 50260,
+    "<|b_pl|>": 50261,
+    "<|e_pl|>": 50262,
+    "<|e_in|>": 50263,
+    "<|before|>": 50264,
+    "<|intent|>": 50265,
+    "<|after|>": 50266,
+    "<|det0|>": 50267,
+    "<|det49|>": 50316,
+  }
   assert {t: tok.token_to_id(t) for t in want} == want
-  assert tok.relation_ids == {"before": 50264, "intent": 50265,
-                              "after": 50266}
+  assert tok.relation_ids == {"before": 50264, "intent": 50265, "after": 50266}
   assert tok.det_id(1) == 50268 and tok.det_id(50) == 50256
   # Merges apply; the word after a special token has no "Ġ".
-  assert tok.tokenize("<|b_ev|> is to is") == ["<|b_ev|>", "is", "Ġto",
-                                               "Ġ", "is"]
+  assert tok.tokenize("<|b_ev|> is to is") == ["<|b_ev|>", "is", "Ġto", "Ġ", "is"]
   assert tok.encode("is") == [vocab["is"]]
 
 
@@ -50,8 +58,7 @@ def test_tokenizer_json_equals_files(tmp_path):
   a._tok.save(str(tmp_path / "full.json"))
   # A plain HF tokenizer.json of the base model (no extra added tokens).
   spec = json.load(open(tmp_path / "full.json"))
-  spec["added_tokens"] = [t for t in spec["added_tokens"]
-                          if t["content"] == "<|endoftext|>"]
+  spec["added_tokens"] = [t for t in spec["added_tokens"] if t["content"] == "<|endoftext|>"]
   os.makedirs(tmp_path / "hf")
   with open(tmp_path / "hf" / "tokenizer.json", "w") as f:
     json.dump(spec, f)
@@ -62,10 +69,14 @@ def test_tokenizer_json_equals_files(tmp_path):
 
 def test_split_like_transformers_241(tok):
   # Spec 2.1 example: pieces between special tokens are stripped.
-  assert tok.tokenize("<|b_ev|> <|det1|> is trying") == [
-      "<|b_ev|>", "<|det1|>", "is", "Ġtrying"]
+  assert tok.tokenize("<|b_ev|> <|det1|> is trying") == ["<|b_ev|>", "<|det1|>", "is", "Ġtrying"]
   assert tok.split_on_special("a<|e_in|><|e_in|>  b <|endoftext|>") == [
-      "a", "<|e_in|>", "<|e_in|>", "b", "<|endoftext|>"]
+    "a",
+    "<|e_in|>",
+    "<|e_in|>",
+    "b",
+    "<|endoftext|>",
+  ]
   # <|det50|> is not a special token: byte-level text.
   toks = tok.tokenize("<|det50|>")
   assert len(toks) > 1 and "".join(toks) == "<|det50|>"
@@ -84,12 +95,11 @@ def test_bpe_files_format(tok_dir, tok):
 
 
 def test_decode_official(tok):
-  ids = tok.encode("<|b_ev|> <|det1|> is trying to talk to <|det2|>  's "
-                   "party . <|e_ev|>")
-  assert tok.decode(ids) == (
-      "<|b_ev|> <|det1|> is trying to talk to <|det2|>'s party. <|e_ev|>")
+  ids = tok.encode("<|b_ev|> <|det1|> is trying to talk to <|det2|>  's party . <|e_ev|>")
+  assert tok.decode(ids) == ("<|b_ev|> <|det1|> is trying to talk to <|det2|>'s party. <|e_ev|>")
   assert tok.decode(ids, skip_special_tokens=True) == (
-      "<|det1|> is trying to talk to <|det2|>'s party.")
+    "<|det1|> is trying to talk to <|det2|>'s party."
+  )
 
 
 def test_decode_generation(tok):
@@ -98,8 +108,7 @@ def test_decode_generation(tok):
   gen = body + [e_in] + [tok.encode("party")[0]] * (20 - len(body) - 1)
   assert tok.decode_generation(gen, {"<|det2|>": "2"}) == "ask 2 on a date"
   # Unknown tags still become bare numbers.
-  assert tok.decode_generation(tok.encode("talk to <|det7|>") + [eos] * 16,
-                               {}) == "talk to 7"
+  assert tok.decode_generation(tok.encode("talk to <|det7|>") + [eos] * 16, {}) == "talk to 7"
   # No <|e_in|>: the 20th token is overwritten, 19 survive.
   party = [tok.token_to_id("Ġparty")]
   assert tok.decode_generation(party * 20) == " ".join(["party"] * 19)

@@ -41,8 +41,7 @@ def official_metrics(annotations, generations, train=None, meteor=True):
         for sent in d.get(r, []):
           ts.add(same_id(sent))
     out["Novel"] = np.mean([p not in ts for p in normed])
-  scorers = [(Bleu(4), ["Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4"]),
-             (Cider(), "CIDEr")]
+  scorers = [(Bleu(4), ["Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4"]), (Cider(), "CIDEr")]
   if meteor:
     scorers.append((Meteor(), "METEOR"))
   for scorer, method in scorers:

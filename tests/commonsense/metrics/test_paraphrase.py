@@ -30,13 +30,13 @@ def _texts(seed):
   index = paraphrase.load_index()
   words = [index.vocab[rng.randrange(len(index.vocab))] for _ in range(3000)]
   odd = fixtures.ODD + ["SCORE ||| U.S.-based ||| the u.s. ||| N.Y.C. cab"]
-  return [" ".join(rng.sample(words, 8)) + " " + rng.choice(odd)
-          for _ in range(400)]
+  return [" ".join(rng.sample(words, 8)) + " " + rng.choice(odd) for _ in range(400)]
 
 
-@pytest.mark.parametrize("texts", [
-    [], [""], ["the man walks into the room"], ["U.S. Ph.D. café naïve Ω"],
-    _texts(0), _texts(1)])
+@pytest.mark.parametrize(
+  "texts",
+  [[], [""], ["the man walks into the room"], ["U.S. Ph.D. café naïve Ω"], _texts(0), _texts(1)],
+)
 def test_keep_equals_brute_force(texts):
   index = paraphrase.load_index()
   expected = _brute_force_keep(index, texts)
@@ -55,13 +55,10 @@ def test_filter_writes_entries_in_table_order(tmp_path):
   assert lines[-1] == "" and len(lines) == 3 * kept + 1
   ids = index.keep(texts)
   for k, e in enumerate(ids.tolist()):
-    a, b, c = (index.offsets[2 * e], index.offsets[2 * e + 1],
-               index.offsets[2 * e + 2])
+    a, b, c = (index.offsets[2 * e], index.offsets[2 * e + 1], index.offsets[2 * e + 2])
     assert lines[3 * k] == "0"
-    assert lines[3 * k + 1].split() == [index.vocab[t] for t in
-                                         index.tokens[a:b]]
-    assert lines[3 * k + 2].split() == [index.vocab[t] for t in
-                                        index.tokens[b:c]]
+    assert lines[3 * k + 1].split() == [index.vocab[t] for t in index.tokens[a:b]]
+    assert lines[3 * k + 2].split() == [index.vocab[t] for t in index.tokens[b:c]]
   # E.g. "walked into" <-> "entered" needs "entered", absent here.
   words = set(texts[0].split())
   for k in range(kept):
@@ -99,17 +96,19 @@ def _synonym_sets(word, word_to_synsets, word_to_bases):
     morphed = ""
     for suffix, replacement in paraphrase._MORPH:
       if word.endswith(suffix):
-        candidate = word[:len(word) - len(suffix)] + replacement
+        candidate = word[: len(word) - len(suffix)] + replacement
         if candidate in word_to_synsets:
           morphed = candidate + end
           break
   return out | word_to_synsets.get(morphed, set())
 
 
-_MORPH_WORDS = ("women children geese went ran parties boxes churches "
-                "walked running happiest bigger spoonful cupfuls glasses "
-                "u.s. o'clock rock'n'roll Café naïve mice teeth feet oxen "
-                "bosses buses dishes men's 'hood wives knives leaves").split()
+_MORPH_WORDS = (
+  "women children geese went ran parties boxes churches "
+  "walked running happiest bigger spoonful cupfuls glasses "
+  "u.s. o'clock rock'n'roll Café naïve mice teeth feet oxen "
+  "bosses buses dishes men's 'hood wives knives leaves"
+).split()
 
 
 def _synonym_texts(seed):
@@ -119,30 +118,35 @@ def _synonym_texts(seed):
   forms = [f for _, fs, _, _ in index.exceptions for f in fs.split()]
   words = []
   for _ in range(400):
-    w = rng.choice([rng.choice(keys), rng.choice(forms),
-                    rng.choice(_MORPH_WORDS)])
-    w += rng.choice(["", "", "s", "es", "ed", "ing", "er", "est", "ful",
-                     "ies"])
+    w = rng.choice([rng.choice(keys), rng.choice(forms), rng.choice(_MORPH_WORDS)])
+    w += rng.choice(["", "", "s", "es", "ed", "ing", "er", "est", "ful", "ies"])
     words.append(w.upper() if rng.random() < 0.1 else w)
-  return [" ".join(words[i:i + 8]) for i in range(0, len(words), 8)]
+  return [" ".join(words[i : i + 8]) for i in range(0, len(words), 8)]
 
 
-@pytest.mark.parametrize("texts", [
-    [], ["the man walks into the room"], [" ".join(_MORPH_WORDS)],
-    _synonym_texts(0), _synonym_texts(1)])
+@pytest.mark.parametrize(
+  "texts",
+  [
+    [],
+    ["the man walks into the room"],
+    [" ".join(_MORPH_WORDS)],
+    _synonym_texts(0),
+    _synonym_texts(1),
+  ],
+)
 def test_filtered_synonyms_answer_like_the_full_files(texts, tmp_path):
   index = paraphrase.load_synonyms()
   with zipfile.ZipFile(java.meteor_jar()) as z:
-    full = _read_synonyms(z.read("synonym/english.synsets").decode(),
-                          z.read("synonym/english.exceptions").decode())
+    full = _read_synonyms(
+      z.read("synonym/english.synsets").decode(), z.read("synonym/english.exceptions").decode()
+    )
   kept = index.filter(texts, str(tmp_path))
   with open(tmp_path / "english.synsets", encoding="ascii") as f:
     synsets = f.read()
   with open(tmp_path / "english.exceptions", encoding="utf-8") as f:
     exceptions = f.read()
   filtered = _read_synonyms(synsets, exceptions)
-  assert kept == (len(exceptions.split("\n")) // 2,
-                  len(synsets.split("\n")) // 2)
+  assert kept == (len(exceptions.split("\n")) // 2, len(synsets.split("\n")) // 2)
   assert (tmp_path / "english.relations").read_bytes() == b""
   # Candidate normalised words: the tokens, their runs, lower-cased and
   # without dots, and runs glued with the punctuation WordNet keys contain.
@@ -153,8 +157,7 @@ def test_filtered_synonyms_answer_like_the_full_files(texts, tmp_path):
     words.update([t, t.lower(), t.replace(".", ""), t.lower().strip(".")])
   for _ in range(2000 if runs else 0):
     words.add(rng.choice(runs) + rng.choice("'-._") + rng.choice(runs))
-  differing = [w for w in words
-               if _synonym_sets(w, *full) != _synonym_sets(w, *filtered)]
+  differing = [w for w in words if _synonym_sets(w, *full) != _synonym_sets(w, *filtered)]
   assert not differing
   # The filter is selective: a plain sentence keeps a few hundred entries.
   assert len(texts) > 1 or kept[1] < 2000

@@ -9,8 +9,7 @@ from relations.commonsense.metrics import protocol
 from tests.commonsense.metrics import fixtures
 from tests.commonsense.metrics import oracle
 
-OFFICIAL_KEYS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "CIDEr",
-                 "Unique", "Novel")
+OFFICIAL_KEYS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "CIDEr", "Unique", "Novel")
 
 
 def test_all_metrics_equal_official_with_meteor():
@@ -36,13 +35,17 @@ def test_other_datasets_equal_official_without_meteor(seed):
 
 
 def test_normalised_novel_and_div_known_values():
-  annots = [{"img_fn": "a.jpg", "event": "1 sits", "intent": ["rest"],
-             "before": ["Walk in."], "after": []}]
-  gens = [{"event_idx": 0, "inference_relation": "before",
-           "generations": ["walk in", "walk in", "sit down", "3 's hat",
-                           "<|det2|>'s hat"]},
-          {"event_idx": 0, "inference_relation": "after",
-           "generations": ["x"] * 5}]
+  annots = [
+    {"img_fn": "a.jpg", "event": "1 sits", "intent": ["rest"], "before": ["Walk in."], "after": []}
+  ]
+  gens = [
+    {
+      "event_idx": 0,
+      "inference_relation": "before",
+      "generations": ["walk in", "walk in", "sit down", "3 's hat", "<|det2|>'s hat"],
+    },
+    {"event_idx": 0, "inference_relation": "after", "generations": ["x"] * 5},
+  ]
   train = [{"before": ["Walk in.", "1's hat"]}]
   got = protocol.score_generations(annots, gens, train, meteor=False)
   assert got["num_skipped_pairs"] == 1 and got["num_hypotheses"] == 5
@@ -61,11 +64,23 @@ def test_normalised_novel_and_div_known_values():
 
 
 def test_missing_java_still_scores_the_rest(monkeypatch, tmp_path):
-  annots = [{"img_fn": "a.jpg", "event": "e", "intent": ["go home"],
-             "before": ["walk in"], "after": ["sit down now"]}]
-  gens = [{"event_idx": 0, "inference_relation": r,
-           "generations": ["go home", "walk in", "sit", "down", "now"]}
-          for r in ("intent", "before", "after")]
+  annots = [
+    {
+      "img_fn": "a.jpg",
+      "event": "e",
+      "intent": ["go home"],
+      "before": ["walk in"],
+      "after": ["sit down now"],
+    }
+  ]
+  gens = [
+    {
+      "event_idx": 0,
+      "inference_relation": r,
+      "generations": ["go home", "walk in", "sit", "down", "now"],
+    }
+    for r in ("intent", "before", "after")
+  ]
   expected, _, _ = oracle.official_metrics(annots, gens, meteor=False)
   monkeypatch.setenv("PATH", str(tmp_path))
   got = protocol.score_generations(annots, gens)
@@ -75,24 +90,34 @@ def test_missing_java_still_scores_the_rest(monkeypatch, tmp_path):
     assert got[key] == expected[key], key
 
 
-@pytest.mark.parametrize("gens,message", [
-    ([{"event_idx": 0, "generations": ["a"]}],
-     "record 0: missing field 'inference_relation'"),
-    ([{"event_idx": 5, "inference_relation": "intent", "generations": ["a"]}],
-     "record 0: field 'event_idx'=5 is outside"),
-    ([{"event_idx": 0, "inference_relation": "xIntent", "generations": []}],
-     "field 'inference_relation'='xIntent'"),
-    ([{"event_idx": 0, "inference_relation": "after", "generations": ["a"]}],
-     "annotations: record 0: missing field 'after'"),
-    ([{"event_idx": 0, "inference_relation": "intent", "generations": "a"}],
-     "field 'generations' must be a list of strings"),
-    ([{"event_idx": 0, "inference_relation": "intent",
-       "generations": ["ok", "bad\u2029line"]}],
-     r"generations: record 0: field 'generations'\[1\]"),
-])
+@pytest.mark.parametrize(
+  "gens,message",
+  [
+    ([{"event_idx": 0, "generations": ["a"]}], "record 0: missing field 'inference_relation'"),
+    (
+      [{"event_idx": 5, "inference_relation": "intent", "generations": ["a"]}],
+      "record 0: field 'event_idx'=5 is outside",
+    ),
+    (
+      [{"event_idx": 0, "inference_relation": "xIntent", "generations": []}],
+      "field 'inference_relation'='xIntent'",
+    ),
+    (
+      [{"event_idx": 0, "inference_relation": "after", "generations": ["a"]}],
+      "annotations: record 0: missing field 'after'",
+    ),
+    (
+      [{"event_idx": 0, "inference_relation": "intent", "generations": "a"}],
+      "field 'generations' must be a list of strings",
+    ),
+    (
+      [{"event_idx": 0, "inference_relation": "intent", "generations": ["ok", "bad\u2029line"]}],
+      r"generations: record 0: field 'generations'\[1\]",
+    ),
+  ],
+)
 def test_bad_input_errors(gens, message):
-  annots = [{"img_fn": "a.jpg", "event": "e", "intent": ["go"],
-             "before": ["x"]}]
+  annots = [{"img_fn": "a.jpg", "event": "e", "intent": ["go"], "before": ["x"]}]
   with pytest.raises(protocol.ProtocolError, match=message):
     protocol.score_generations(annots, gens, meteor=False)
 
@@ -104,14 +129,22 @@ def test_cli_writes_json_and_table(tmp_path, capsys):
     paths[name] = tmp_path / f"{name}.json"
     paths[name].write_text(json.dumps(obj))
   out = tmp_path / "sub" / "metrics.json"
-  commonsense_cli.main([
-      "--annotations", str(paths["val"]), "--generations", str(paths["gens"]),
-      "--train-annotations", str(paths["train"]), "--output", str(out),
-      "--no-meteor"])
+  commonsense_cli.main(
+    [
+      "--annotations",
+      str(paths["val"]),
+      "--generations",
+      str(paths["gens"]),
+      "--train-annotations",
+      str(paths["train"]),
+      "--output",
+      str(out),
+      "--no-meteor",
+    ]
+  )
   written = json.loads(out.read_text())
   expected, _, _ = oracle.official_metrics(annots, gens, train, meteor=False)
-  for key in ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "CIDEr", "Unique",
-              "Novel"):
+  for key in ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "CIDEr", "Unique", "Novel"):
     assert written[key] == expected[key], key
   table = capsys.readouterr().out
   assert "Bleu_2" in table and "Novel_normalised" in table
@@ -123,8 +156,7 @@ def test_cli_names_bad_file(tmp_path, capsys):
   bad.write_text("[{")
   val = tmp_path / "val.json"
   val.write_text("[]")
-  assert commonsense_cli.main(["--annotations", str(val), "--generations",
-                               str(bad)]) == 2
+  assert commonsense_cli.main(["--annotations", str(val), "--generations", str(bad)]) == 2
   err = capsys.readouterr().err
   assert err.startswith(f"error: {bad}: malformed JSON at line 1 column 3")
   assert "Traceback" not in err and len(err.splitlines()) == 1

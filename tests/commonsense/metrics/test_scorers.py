@@ -15,8 +15,7 @@ _WORDS = "a b c d e f g the man woman 1 2 's".split()
 
 def _corpus(seed, n_keys, repeat=5, max_len=10, min_len=0):
   rng = random.Random(seed)
-  sent = lambda: " ".join(rng.choice(_WORDS)
-                          for _ in range(rng.randint(min_len, max_len)))
+  sent = lambda: " ".join(rng.choice(_WORDS) for _ in range(rng.randint(min_len, max_len)))
   hyps, refs = [], []
   for _ in range(n_keys):
     r = [sent() for _ in range(rng.randint(1, 7))]
@@ -26,10 +25,15 @@ def _corpus(seed, n_keys, repeat=5, max_len=10, min_len=0):
   return hyps, refs
 
 
-CASES = [_corpus(0, 400), _corpus(1, 1, repeat=1), _corpus(2, 3, repeat=1),
-         _corpus(3, 50, repeat=2, max_len=2), _corpus(4, 200, max_len=25),
-         (["a a a a", "a", "", "b c"], [["a"], ["a a a"], ["a"], ["b c", "c b"]]),
-         _corpus(5, 30, repeat=5, min_len=1)]
+CASES = [
+  _corpus(0, 400),
+  _corpus(1, 1, repeat=1),
+  _corpus(2, 3, repeat=1),
+  _corpus(3, 50, repeat=2, max_len=2),
+  _corpus(4, 200, max_len=25),
+  (["a a a a", "a", "", "b c"], [["a"], ["a a a"], ["a"], ["b c", "c b"]]),
+  _corpus(5, 30, repeat=5, min_len=1),
+]
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))
@@ -54,8 +58,7 @@ def test_cider_equal(case):
 
 def test_known_values():
   # Identical hypothesis and single reference: BLEU = 1 up to the smoothing.
-  assert bleu.corpus_bleu(["a b c d"], [["a b c d"]])[3] == pytest.approx(
-      1.0, abs=1e-8)
+  assert bleu.corpus_bleu(["a b c d"], [["a b c d"]])[3] == pytest.approx(1.0, abs=1e-8)
   # One key: idf = log(1) - log(1) = 0, so CIDEr is 0.
   assert cider.corpus_cider(["a b"], [["a b"]])[0] == 0.0
 

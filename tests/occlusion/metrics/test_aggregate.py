@@ -62,9 +62,19 @@ def test_ois_first_argmax_and_all_zero_image():
 def test_image_without_predictions_and_without_gt():
   thr = np.linspace(0.01, 0.99, 99)
   empty = dict(thresholds=thr)
-  for k in ("cnt_r", "sum_r", "cnt_p", "sum_p", "cnt_r_occ", "cnt_p_occ",
-            "cnt_r_valid", "sum_r_valid", "cnt_r_occ_valid",
-            "cnt_p_occ_valid", "sum_p_valid"):
+  for k in (
+    "cnt_r",
+    "sum_r",
+    "cnt_p",
+    "sum_p",
+    "cnt_r_occ",
+    "cnt_p_occ",
+    "cnt_r_valid",
+    "sum_r_valid",
+    "cnt_r_occ_valid",
+    "cnt_p_occ_valid",
+    "sum_p_valid",
+  ):
     empty[k] = np.zeros(99, np.int64)
   empty["sum_r"][:] = 7
   s = api.summarize_counts([empty])

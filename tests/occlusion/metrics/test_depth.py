@@ -26,8 +26,7 @@ def test_orientation_from_depth_on_a_step():
   # Swapped depths flip the orientation; a 3 % step is not committed.
   th2, c2 = depth_orientation.orientation_from_depth(b, 3.0 - depth)
   np.testing.assert_allclose(th2[b], np.pi / 2, atol=1e-6)
-  _, c3 = depth_orientation.orientation_from_depth(
-      b, np.where(depth > 1, 1.03, 1.0))
+  _, c3 = depth_orientation.orientation_from_depth(b, np.where(depth > 1, 1.03, 1.0))
   assert c3.sum() == 0
   # Missing depth on one side: no commitment.
   d4 = depth.copy()
@@ -71,9 +70,9 @@ def test_strict_pixel_and_si_bf1_on_the_step():
 
 def test_evaluate_depth_all_protocols_runs_on_real_shapes():
   depth, b, theta = _step_scene()
-  out = depth_probes.evaluate_depth([dict(depth=depth, boundaries=b,
-                                          valid=b, orientation=theta)],
-                                    num_workers=1)
+  out = depth_probes.evaluate_depth(
+    [dict(depth=depth, boundaries=b, valid=b, orientation=theta)], num_workers=1
+  )
   assert out["coverage"] == 1.0 and out["d_ord_joint"] == 1.0
   assert out["B-ODS"] > 0.9 and out["O-ODS"] > 0.9
   assert out["dbe_com"] <= 1.0

@@ -27,8 +27,7 @@ def test_float64_kernel_is_bit_exact_with_pyedgeeval():
       want = ref_nms(e, o, r, 5, 1.01)
       got = nms.edges_nms(e, o, r, 5, 1.01, dtype=np.float64)
       np.testing.assert_array_equal(got, want)
-    np.testing.assert_allclose(nms.nms_orientation(e, np.float64), o,
-                               atol=1e-10)
+    np.testing.assert_allclose(nms.nms_orientation(e, np.float64), o, atol=1e-10)
 
 
 def test_float32_edge_nms_matches_double_up_to_single_rounding():
@@ -49,8 +48,7 @@ def test_border_ramp_and_known_ridge():
   out = nms.edge_nms(e)
   assert np.all(out[:, 9] == 0)
   np.testing.assert_allclose(out[5:15, 10], 1.0)
-  np.testing.assert_allclose(out[[0, 1, 2, 3, 4], 10],
-                             [0, 0.2, 0.4, 0.6, 0.8], atol=1e-6)
+  np.testing.assert_allclose(out[[0, 1, 2, 3, 4], 10], [0, 0.2, 0.4, 0.6, 0.8], atol=1e-6)
 
 
 def test_crispness_definition():
@@ -64,10 +62,10 @@ def test_crispness_definition():
 
 def test_thin_is_bit_exact_with_binary_thin():
   import cv2  # pylint: disable=g-import-not-at-top
+
   rng = np.random.default_rng(0)
   for _ in range(40):
     h, w = rng.integers(5, 100, 2)
-    m = cv2.GaussianBlur(rng.random((h, w)).astype(np.float32), (0, 0),
-                         rng.uniform(0.5, 3))
+    m = cv2.GaussianBlur(rng.random((h, w)).astype(np.float32), (0, 0), rng.uniform(0.5, 3))
     b = m > np.quantile(m, rng.uniform(0.3, 0.9))
     np.testing.assert_array_equal(thin.thin(b), binary_thin(b))

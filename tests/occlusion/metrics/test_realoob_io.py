@@ -18,8 +18,10 @@ def test_orientation_codec_known_values_and_round_trip():
   err = np.abs(np.angle(np.exp(1j * (back - th))))
   assert err.max() <= io.ORIENTATION_STEP / 2 + 1e-6
   # Angles outside [-pi, pi) wrap.
-  assert io.encode_orientation(np.array([3 * np.pi]))[0] == 65535 or \
-      io.encode_orientation(np.array([3 * np.pi]))[0] == 0
+  assert (
+    io.encode_orientation(np.array([3 * np.pi]))[0] == 65535
+    or io.encode_orientation(np.array([3 * np.pi]))[0] == 0
+  )
 
 
 def test_probability_codec():
@@ -46,8 +48,7 @@ def test_gt_and_prediction_round_trip(tmp_path):
   q = io.read_prediction(str(tmp_path / "pred"), "x1")
   assert np.abs(q["boundaries"] - p).max() <= 0.5 / 65535 + 1e-7
   assert io.list_ids(str(tmp_path)) == ["x1"]
-  assert not [f for f in os.listdir(tmp_path / "boundaries")
-              if f.startswith(".tmp_")]
+  assert not [f for f in os.listdir(tmp_path / "boundaries") if f.startswith(".tmp_")]
   io.write_split(str(tmp_path), "test", ["x1", "x2"])
   assert io.read_split(str(tmp_path), "test") == ["x1", "x2"]
 
@@ -56,16 +57,17 @@ def test_errors_name_file_and_field(tmp_path):
   os.makedirs(tmp_path / "boundaries")
   p = str(tmp_path / "boundaries" / "a.png")
   cv2.imwrite(p, np.full((4, 4), 7, np.uint8))
-  with pytest.raises(io.RealOOBFormatError, match=r"a\.png: boundaries must "
-                     r"hold only 0 and 255, found 7 at \(y=0, x=0\)"):
+  with pytest.raises(
+    io.RealOOBFormatError,
+    match=r"a\.png: boundaries must "
+    r"hold only 0 and 255, found 7 at \(y=0, x=0\)",
+  ):
     io.read_boundaries(p)
   with pytest.raises(io.RealOOBFormatError, match="orientation must be uint16"):
     io.read_orientation(p)
-  with pytest.raises(io.RealOOBFormatError, match="b.png: valid file is "
-                     "missing"):
+  with pytest.raises(io.RealOOBFormatError, match="b.png: valid file is missing"):
     io.read_valid(str(tmp_path / "valid" / "b.png"))
   with open(tmp_path / "boundaries" / "c.png", "wb") as f:
     f.write(b"not a png")
-  with pytest.raises(io.RealOOBFormatError, match="c.png: boundaries is not "
-                     "a readable PNG"):
+  with pytest.raises(io.RealOOBFormatError, match="c.png: boundaries is not a readable PNG"):
     io.read_boundaries(str(tmp_path / "boundaries" / "c.png"))

@@ -16,8 +16,7 @@ def test_metrics_agree_with_bsds_matcher():
   pairs = fixtures.pairs()
   ours, ref = [], []
   for s in pairs:
-    args = (s["prob"], s["gts"], s["theta_pred"], s["theta_gts"],
-            s["valids"])
+    args = (s["prob"], s["gts"], s["theta_pred"], s["theta_gts"], s["valids"])
     ours.append(image_eval.evaluate_image(*args, nthresh=33, border=2))
     ref.append(reference.reference_counts(*args, nthresh=33, border=2))
     # The exact matching never finds fewer pairs than the BSDS matcher.

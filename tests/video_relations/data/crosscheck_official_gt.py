@@ -15,8 +15,7 @@ import io
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def main(argv=None):
@@ -28,22 +27,32 @@ def main(argv=None):
   args = p.parse_args(argv)
   sys.path.insert(0, ROOT)
   sys.path.insert(0, args.helper)
-  from relations.video_relations.data import annotations as vrd_json# pylint: disable=g-import-not-at-top
-  splits = args.splits or (["training", "validation"] if args.dataset ==
-                           "vidor" else ["train", "test"])
+  from relations.video_relations.data import annotations as vrd_json  # pylint: disable=g-import-not-at-top
+
+  splits = args.splits or (
+    ["training", "validation"] if args.dataset == "vidor" else ["train", "test"]
+  )
   with contextlib.redirect_stdout(io.StringIO()):
     if args.dataset == "vidor":
       from dataset.vidor import VidOR  # pylint: disable=g-import-not-at-top
-      official = VidOR(os.path.join(args.data, "annotation"),
-                       os.path.join(args.data, "video"), splits,
-                       low_memory=False)
+
+      official = VidOR(
+        os.path.join(args.data, "annotation"),
+        os.path.join(args.data, "video"),
+        splits,
+        low_memory=False,
+      )
     else:
       from dataset.vidvrd import VidVRD  # pylint: disable=g-import-not-at-top
+
       official = VidVRD(args.data, os.path.join(args.data, "videos"), splits)
   videos = instances = mismatches = 0
   for split in splits:
-    folder = (os.path.join(args.data, "annotation", split)
-              if args.dataset == "vidor" else os.path.join(args.data, split))
+    folder = (
+      os.path.join(args.data, "annotation", split)
+      if args.dataset == "vidor"
+      else os.path.join(args.data, split)
+    )
     ours = vrd_json.load_groundtruth(folder, dataset=args.dataset)
     assert sorted(ours) == sorted(official.get_index(split)), split
     for vid, insts in ours.items():
@@ -53,8 +62,10 @@ def main(argv=None):
       if insts != ref:
         mismatches += 1
         print("MISMATCH", split, vid)
-  print(f"{args.dataset}: {videos} videos, {instances} relation instances, "
-        f"{mismatches} videos differ from the official get_relation_insts")
+  print(
+    f"{args.dataset}: {videos} videos, {instances} relation instances, "
+    f"{mismatches} videos differ from the official get_relation_insts"
+  )
   return 1 if mismatches else 0
 
 

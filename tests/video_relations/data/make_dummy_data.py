@@ -22,26 +22,40 @@ import shutil
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
-from relations.video_relations.data import synthetic as synthetic_vidor# pylint: disable=g-import-not-at-top
+from relations.video_relations.data import synthetic as synthetic_vidor  # pylint: disable=g-import-not-at-top
 
 VIDOR_DUMMY = os.path.join(ROOT, "relations/video_relations/data/vidor/dummy_data")
 VIDVRD_DUMMY = os.path.join(ROOT, "relations/video_relations/data/vidvrd/dummy_data")
 # H.264 like the VidOR release videos (the generator's default is mpeg4).
-SMALL = dict(width=64, height=48, min_frames=16, max_frames=24,
-             codec="libx264")
+SMALL = dict(width=64, height=48, min_frames=16, max_frames=24, codec="libx264")
 
 TO_VIDVRD_CATEGORY = {
-    "adult": "person", "child": "person", "cat": "domestic_cat",
-    "ball/sports_ball": "ball", "dog": "dog", "horse": "horse",
-    "bicycle": "bicycle", "bird": "bird", "car": "car", "sofa": "sofa"}
+  "adult": "person",
+  "child": "person",
+  "cat": "domestic_cat",
+  "ball/sports_ball": "ball",
+  "dog": "dog",
+  "horse": "horse",
+  "bicycle": "bicycle",
+  "bird": "bird",
+  "car": "car",
+  "sofa": "sofa",
+}
 TO_VIDVRD_PREDICATE = {
-    "towards": "toward", "in_front_of": "front", "next_to": "next_to",
-    "behind": "behind", "above": "above", "beneath": "beneath",
-    "away": "away", "chase": "chase", "ride": "ride", "hold": "hold"}
+  "towards": "toward",
+  "in_front_of": "front",
+  "next_to": "next_to",
+  "behind": "behind",
+  "above": "above",
+  "beneath": "beneath",
+  "away": "away",
+  "chase": "chase",
+  "ride": "ride",
+  "hold": "hold",
+}
 
 
 def _files(root, split):
@@ -91,26 +105,35 @@ def make_vidvrd():
       with open(path) as fh:
         d = json.load(fh)
       vid = f"ILSVRC2015_{out_split}_{i:08d}"
-      keep = {o["tid"]: TO_VIDVRD_CATEGORY[o["category"]]
-              for o in d["subject/objects"]
-              if o["category"] in TO_VIDVRD_CATEGORY}
-      out = {
-          "video_id": vid, "frame_count": d["frame_count"], "fps": d["fps"],
-          "width": d["width"], "height": d["height"],
-          "subject/objects": [{"tid": t, "category": c}
-                              for t, c in keep.items()],
-          "trajectories": [[{"tid": r["tid"], "bbox": r["bbox"],
-                             "generated": r["generated"]}
-                            for r in frame if r["tid"] in keep]
-                           for frame in d["trajectories"]],
-          "relation_instances": [
-              dict(r, predicate=TO_VIDVRD_PREDICATE[r["predicate"]])
-              for r in d["relation_instances"]
-              if r["predicate"] in TO_VIDVRD_PREDICATE and
-              r["subject_tid"] in keep and r["object_tid"] in keep],
+      keep = {
+        o["tid"]: TO_VIDVRD_CATEGORY[o["category"]]
+        for o in d["subject/objects"]
+        if o["category"] in TO_VIDVRD_CATEGORY
       }
-      with open(os.path.join(VIDVRD_DUMMY, out_split, f"{vid}.json"),
-                "w") as fh:
+      out = {
+        "video_id": vid,
+        "frame_count": d["frame_count"],
+        "fps": d["fps"],
+        "width": d["width"],
+        "height": d["height"],
+        "subject/objects": [{"tid": t, "category": c} for t, c in keep.items()],
+        "trajectories": [
+          [
+            {"tid": r["tid"], "bbox": r["bbox"], "generated": r["generated"]}
+            for r in frame
+            if r["tid"] in keep
+          ]
+          for frame in d["trajectories"]
+        ],
+        "relation_instances": [
+          dict(r, predicate=TO_VIDVRD_PREDICATE[r["predicate"]])
+          for r in d["relation_instances"]
+          if r["predicate"] in TO_VIDVRD_PREDICATE
+          and r["subject_tid"] in keep
+          and r["object_tid"] in keep
+        ],
+      }
+      with open(os.path.join(VIDVRD_DUMMY, out_split, f"{vid}.json"), "w") as fh:
         json.dump(out, fh, separators=(",", ":"))
       src = os.path.join(tmp, "v", "video", d["video_path"])
       shutil.copy(src, os.path.join(VIDVRD_DUMMY, "videos", f"{vid}.mp4"))

@@ -39,10 +39,8 @@ class VidvrdBuilderTest(tfds.testing.DatasetBuilderTestCase):
 
 
 def _build(module, manual, data_dir, config=None):
-  b = module.Builder(data_dir=str(data_dir), config=config,
-                     file_format="array_record")
-  b.download_and_prepare(
-      download_config=tfds.download.DownloadConfig(manual_dir=str(manual)))
+  b = module.Builder(data_dir=str(data_dir), config=config, file_format="array_record")
+  b.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=str(manual)))
   return b
 
 
@@ -60,28 +58,34 @@ def test_names_resolve_to_our_builders():
   assert tfds.builder_cls("vidor") is vidor.Builder
   assert tfds.builder_cls("vidvrd") is vidvrd.Builder
   assert [c.name for c in vidor.Builder.BUILDER_CONFIGS] == [
-      "fps6_short96", "fps4_short224", "fps2_short224", "fps1_short320"]
+    "fps6_short96",
+    "fps4_short224",
+    "fps2_short224",
+    "fps1_short320",
+  ]
 
 
 def test_vidor_known_values(tmp_path):
   b = _build(vidor, VIDOR_DUMMY, tmp_path)
   ex = _examples(b, "train")
-  annos = {p[:-5]: vrd_json.read_annotation(
-      os.path.join(VIDOR_DUMMY, "annotation/training/0000", p))
-           for p in os.listdir(os.path.join(VIDOR_DUMMY,
-                                            "annotation/training/0000"))}
+  annos = {
+    p[:-5]: vrd_json.read_annotation(os.path.join(VIDOR_DUMMY, "annotation/training/0000", p))
+    for p in os.listdir(os.path.join(VIDOR_DUMMY, "annotation/training/0000"))
+  }
 
   # The MP4 has 17 frames, the annotation declares 20: 17 are used, sampled
   # every 24 / 6 = 4 native frames.
   e = ex[SHORT_VIDEO]
   a = annos[SHORT_VIDEO]
-  assert (int(e["frame_count"]), int(e["num_frames"]),
-          int(e["num_annotated_frames"])) == (20, 17, 17)
+  assert (int(e["frame_count"]), int(e["num_frames"]), int(e["num_annotated_frames"])) == (
+    20,
+    17,
+    17,
+  )
   np.testing.assert_array_equal(e["frame_indices"], [0, 4, 8, 12, 16])
   frames = vrd_video.frames_array(e)
   assert frames.shape == (5, 48, 64, 3) and frames.dtype == np.uint8
-  native = _decode_all(os.path.join(VIDOR_DUMMY, "video/0000",
-                                    f"{SHORT_VIDEO}.mp4"))
+  native = _decode_all(os.path.join(VIDOR_DUMMY, "video/0000", f"{SHORT_VIDEO}.mp4"))
   assert native.shape[0] == 17
   # JPEG at quality 90 of the decoded frame: no native frame is closer.
   for k, i in enumerate(e["frame_indices"]):
@@ -89,14 +93,13 @@ def test_vidor_known_values(tmp_path):
     assert diffs[i] < 3 and diffs[i] == diffs.min(), (k, diffs)
   np.testing.assert_array_equal(e["tracks"]["tid"], a.tids)
   np.testing.assert_array_equal(
-      e["tracks"]["category"],
-      [vrd_categories.object_to_id("vidor")[c] for c in a.categories])
-  np.testing.assert_array_equal(e["tracks"]["boxes"],
-                                a.boxes[e["frame_indices"]].astype(np.float32))
-  np.testing.assert_array_equal(e["tracks"]["present"],
-                                a.present[e["frame_indices"]])
-  np.testing.assert_array_equal(e["tracks"]["native_boxes"],
-                                a.boxes.astype(np.float32))
+    e["tracks"]["category"], [vrd_categories.object_to_id("vidor")[c] for c in a.categories]
+  )
+  np.testing.assert_array_equal(
+    e["tracks"]["boxes"], a.boxes[e["frame_indices"]].astype(np.float32)
+  )
+  np.testing.assert_array_equal(e["tracks"]["present"], a.present[e["frame_indices"]])
+  np.testing.assert_array_equal(e["tracks"]["native_boxes"], a.boxes.astype(np.float32))
 
   # Relations: native ids kept, sampled [begin, end) covers exactly the
   # sampled frames inside [begin_fid, end_fid).
@@ -104,12 +107,11 @@ def test_vidor_known_values(tmp_path):
   np.testing.assert_array_equal(r["begin_fid"], a.begin_fid)
   np.testing.assert_array_equal(r["end_fid"], a.end_fid)
   np.testing.assert_array_equal(
-      r["predicate"],
-      [vrd_categories.predicate_to_id("vidor")[p] for p in a.predicates])
+    r["predicate"], [vrd_categories.predicate_to_id("vidor")[p] for p in a.predicates]
+  )
   idx = e["frame_indices"]
   for i in range(len(r["begin"])):
-    inside = np.nonzero((idx >= r["begin_fid"][i]) &
-                        (idx < r["end_fid"][i]))[0]
+    inside = np.nonzero((idx >= r["begin_fid"][i]) & (idx < r["end_fid"][i]))[0]
     assert list(range(r["begin"][i], r["end"][i])) == inside.tolist()
   np.testing.assert_array_equal(a.tids[r["subject"]], r["subject_tid"])
 
@@ -117,8 +119,9 @@ def test_vidor_known_values(tmp_path):
 def test_vidor_truncated_trajectories(tmp_path):
   b = _build(vidor, VIDOR_DUMMY, tmp_path)
   e = _examples(b, "train")[TRUNCATED]
-  a = vrd_json.read_annotation(os.path.join(
-      VIDOR_DUMMY, "annotation/training/0000", f"{TRUNCATED}.json"))
+  a = vrd_json.read_annotation(
+    os.path.join(VIDOR_DUMMY, "annotation/training/0000", f"{TRUNCATED}.json")
+  )
   n = a.num_annotated_frames
   assert (int(e["frame_count"]), int(e["num_frames"]), n) == (20, 20, 18 - 2)
   # Sampled frame 16 is past the annotation: no boxes there.
@@ -140,14 +143,13 @@ def test_vidvrd_known_values(tmp_path):
   assert set(b.info.splits) == {"train", "test"}
   e = _examples(b, "test")["ILSVRC2015_test_00000000"]
   a = vrd_json.read_annotation(
-      os.path.join(VIDVRD_DUMMY, "test/ILSVRC2015_test_00000000.json"),
-      dataset="vidvrd")
+    os.path.join(VIDVRD_DUMMY, "test/ILSVRC2015_test_00000000.json"), dataset="vidvrd"
+  )
   assert e["video_path"].decode() == "videos/ILSVRC2015_test_00000000.mp4"
   np.testing.assert_array_equal(
-      e["tracks"]["category"],
-      [vrd_categories.object_to_id("vidvrd")[c] for c in a.categories])
-  names = [vrd_categories.VIDVRD_PREDICATES[i]
-           for i in e["relations"]["predicate"]]
+    e["tracks"]["category"], [vrd_categories.object_to_id("vidvrd")[c] for c in a.categories]
+  )
+  names = [vrd_categories.VIDVRD_PREDICATES[i] for i in e["relations"]["predicate"]]
   assert names == list(a.predicates)
 
 
@@ -166,15 +168,11 @@ def test_custom_config_every_frame_and_downscale(tmp_path):
 
 
 def test_sample_indices():
-  np.testing.assert_array_equal(vrd_video.sample_indices(10, 24, 6),
-                                [0, 4, 8])
+  np.testing.assert_array_equal(vrd_video.sample_indices(10, 24, 6), [0, 4, 8])
   # 29.97 fps to 2 fps: floor(k * 14.985).
-  np.testing.assert_array_equal(vrd_video.sample_indices(61, 29.97, 2),
-                                [0, 14, 29, 44, 59])
-  np.testing.assert_array_equal(vrd_video.sample_indices(3, 24, None),
-                                [0, 1, 2])
-  np.testing.assert_array_equal(vrd_video.sample_indices(3, 24, 30),
-                                [0, 1, 2])
+  np.testing.assert_array_equal(vrd_video.sample_indices(61, 29.97, 2), [0, 14, 29, 44, 59])
+  np.testing.assert_array_equal(vrd_video.sample_indices(3, 24, None), [0, 1, 2])
+  np.testing.assert_array_equal(vrd_video.sample_indices(3, 24, 30), [0, 1, 2])
   assert vrd_video.target_size(1920, 1080, 224) == (398, 224)
   assert vrd_video.target_size(64, 48, 96) == (64, 48)
 
@@ -195,8 +193,7 @@ def test_malformed_json_names_file(tmp_path):
   manual = _copy(tmp_path, VIDOR_DUMMY)
   bad = _vidor_file(manual, TRUNCATED, "json")
   bad.write_text(bad.read_text()[:-10])
-  with pytest.raises(vrd_json.AnnotationError,
-                     match=f"{bad}: malformed JSON"):
+  with pytest.raises(vrd_json.AnnotationError, match=f"{bad}: malformed JSON"):
     _build(vidor, manual, tmp_path / "data")
 
 
@@ -206,9 +203,13 @@ def test_unknown_category_names_file_record_field(tmp_path):
   data = json.loads(path.read_text())
   data["subject/objects"][1]["category"] = "unicorn"
   path.write_text(json.dumps(data))
-  with pytest.raises(vrd_json.AnnotationError,
-                     match=(rf"{path}: subject/objects\[1\]: field "
-                            "'category' 'unicorn' is not a known category")):
+  with pytest.raises(
+    vrd_json.AnnotationError,
+    match=(
+      rf"{path}: subject/objects\[1\]: field "
+      "'category' 'unicorn' is not a known category"
+    ),
+  ):
     _build(vidor, manual, tmp_path / "data")
 
 
@@ -216,8 +217,7 @@ def test_unreadable_video_names_file(tmp_path):
   manual = _copy(tmp_path, VIDOR_DUMMY)
   video = _vidor_file(manual, TRUNCATED, "mp4")
   video.write_bytes(b"not a video at all" * 10)
-  with pytest.raises(vrd_video.VideoError,
-                     match=f"{video}: cannot decode video"):
+  with pytest.raises(vrd_video.VideoError, match=f"{video}: cannot decode video"):
     _build(vidor, manual, tmp_path / "data")
 
 
@@ -225,9 +225,10 @@ def test_missing_video_names_video_and_annotation(tmp_path):
   manual = _copy(tmp_path, VIDVRD_DUMMY)
   video = manual / "videos/ILSVRC2015_train_00000001.mp4"
   video.unlink()
-  with pytest.raises(FileNotFoundError,
-                     match=f"{video}: video of annotation .*"
-                     "ILSVRC2015_train_00000001.json is missing"):
+  with pytest.raises(
+    FileNotFoundError,
+    match=f"{video}: video of annotation .*ILSVRC2015_train_00000001.json is missing",
+  ):
     _build(vidvrd, manual, tmp_path / "data")
 
 
@@ -237,16 +238,18 @@ def test_vidvrd_rejects_version_field(tmp_path):
   data = json.loads(path.read_text())
   data["version"] = "VERSION 1.0"
   path.write_text(json.dumps(data))
-  with pytest.raises(vrd_json.AnnotationError,
-                     match=f"{path}: ImageNet-VidVRD annotations have no "
-                     "'version' field"):
+  with pytest.raises(
+    vrd_json.AnnotationError, match=f"{path}: ImageNet-VidVRD annotations have no 'version' field"
+  ):
     _build(vidvrd, manual, tmp_path / "data")
 
 
 def test_missing_layout_lists_expected_folders(tmp_path):
   manual = tmp_path / "manual"
   (manual / "videos").mkdir(parents=True)  # VidVRD layout given to VidOR.
-  with pytest.raises(FileNotFoundError,
-                     match=f"{manual}: none of the expected folders exist: "
-                     "annotation/training, annotation/validation"):
+  with pytest.raises(
+    FileNotFoundError,
+    match=f"{manual}: none of the expected folders exist: "
+    "annotation/training, annotation/validation",
+  ):
     _build(vidor, manual, tmp_path / "data")

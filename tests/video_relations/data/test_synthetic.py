@@ -32,8 +32,7 @@ def test_deterministic_from_seed(tmp_path):
   synthetic_vidor.generate(str(tmp_path / "c"), 3, 1, seed=6, **SMALL)
   files = _files(tmp_path / "a")
   assert files == _files(tmp_path / "b")
-  _, mismatch, errors = filecmp.cmpfiles(tmp_path / "a", tmp_path / "b",
-                                         files, shallow=False)
+  _, mismatch, errors = filecmp.cmpfiles(tmp_path / "a", tmp_path / "b", files, shallow=False)
   assert mismatch == [] and errors == []
   a = json.loads((tmp_path / "a/stats.json").read_text())
   c = json.loads((tmp_path / "c/stats.json").read_text())
@@ -53,9 +52,11 @@ def test_layout_videos_and_annotations(tmp_path):
     vid = name[:-5]
     assert len(vid) == 10 and vid.isdigit() and len(group) == 4
     a = vrd_json.read_annotation(
-        out / f, dataset="vidor",
-        categories=vrd_categories.VIDOR_OBJECT_CATEGORIES,
-        predicates=vrd_categories.VIDOR_PREDICATES)
+      out / f,
+      dataset="vidor",
+      categories=vrd_categories.VIDOR_OBJECT_CATEGORIES,
+      predicates=vrd_categories.VIDOR_PREDICATES,
+    )
     assert a.video_id == vid and a.video_path == f"{group}/{vid}.mp4"
     assert (a.width, a.height, a.fps) == (64, 48, 24.0)
     with av.open(str(out / "video" / group / f"{vid}.mp4")) as c:
@@ -68,8 +69,7 @@ def test_layout_videos_and_annotations(tmp_path):
     assert (b[:, 1] >= 0).all() and (b[:, 3] <= 47).all()
   # Every relation frame has both boxes: the official GT builds without error.
   gt = vrd_json.load_groundtruth(out / "annotation/training")
-  assert sum(len(v) for v in gt.values()) == stats["training"][
-      "relation_instances"]
+  assert sum(len(v) for v in gt.values()) == stats["training"]["relation_instances"]
   for insts in gt.values():
     for inst in insts:
       n = inst["duration"][1] - inst["duration"][0]
@@ -79,8 +79,9 @@ def test_layout_videos_and_annotations(tmp_path):
 
 def test_coverage_of_categories_predicates_and_faults(tmp_path):
   out = tmp_path / "syn"
-  stats = synthetic_vidor.generate(str(out), 30, 0, seed=0, min_frames=64,
-                                   max_frames=96)["training"]
+  stats = synthetic_vidor.generate(str(out), 30, 0, seed=0, min_frames=64, max_frames=96)[
+    "training"
+  ]
   assert len(stats["categories"]) >= 10
   assert set(stats["predicates"]) == set(rel_lib.SPATIAL + rel_lib.ACTIONS)
   assert stats["frame_count_gt_trajectories"] >= 1
@@ -89,8 +90,7 @@ def test_coverage_of_categories_predicates_and_faults(tmp_path):
   for path in sorted((out / "annotation/training").glob("*/*.json")):
     raw = json.loads(path.read_text())
     a = vrd_json.parse_annotation(raw, str(path))
-    trackers.update(r["tracker"] for fr in raw["trajectories"] for r in fr
-                    if r["generated"])
+    trackers.update(r["tracker"] for fr in raw["trajectories"] for r in fr if r["generated"])
     mid_start += int((a.begin_fid > 0).sum())
     mid_stop += int((a.end_fid < a.num_annotated_frames).sum())
     first = a.present.argmax(0)
@@ -162,8 +162,7 @@ def test_rules_occlusion_is_real_and_labelled():
 
 def test_runs_and_gap_closing():
   m = np.array([0, 1, 1, 0, 0, 1, 0, 0, 0, 1], bool)
-  np.testing.assert_array_equal(rel_lib.close_gaps(m, 2),
-                                [0, 1, 1, 1, 1, 1, 0, 0, 0, 1])
+  np.testing.assert_array_equal(rel_lib.close_gaps(m, 2), [0, 1, 1, 1, 1, 1, 0, 0, 0, 1])
   assert rel_lib._runs(m) == [(1, 3), (5, 6), (9, 10)]  # pylint: disable=protected-access
 
 
@@ -172,16 +171,29 @@ def test_appearance_distinct_and_vidor_names():
   assert len(set(looks)) == len(looks) >= 10
   colours = [c for _, c, _, _ in scene_lib.APPEARANCE.values()]
   assert len(set(colours)) == len(colours)
-  assert set(scene_lib.APPEARANCE) <= set(
-      vrd_categories.VIDOR_OBJECT_CATEGORIES)
+  assert set(scene_lib.APPEARANCE) <= set(vrd_categories.VIDOR_OBJECT_CATEGORIES)
   assert set(rel_lib.SPATIAL) == set(vrd_categories.VIDOR_SPATIAL_PREDICATES)
   assert set(rel_lib.ACTIONS) <= set(vrd_categories.VIDOR_ACTION_PREDICATES)
 
 
 def test_cli_stats_and_refuses_to_overwrite(tmp_path, capsys):
   out = str(tmp_path / "syn")
-  args = ["--out", out, "--num_train", "2", "--num_val", "1", "--width",
-          "64", "--height", "48", "--min_frames", "24", "--max_frames", "24"]
+  args = [
+    "--out",
+    out,
+    "--num_train",
+    "2",
+    "--num_val",
+    "1",
+    "--width",
+    "64",
+    "--height",
+    "48",
+    "--min_frames",
+    "24",
+    "--max_frames",
+    "24",
+  ]
   assert synthetic_vidor.main(args + ["--stats"]) == 0
   text = capsys.readouterr().out
   assert text.startswith("training: 2 videos, 48 frames")

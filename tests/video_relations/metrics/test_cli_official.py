@@ -32,9 +32,23 @@ def _write(tmp_path, i, case):
   gt.write_text(json.dumps(case["groundtruth"]))
   train = tmp_path / f"train{i}.json"
   box = [[0, 0, 1, 1]]
-  train.write_text(json.dumps({"train": [
-      {"triplet": t, "subject_tid": 0, "object_tid": 1, "duration": [0, 1],
-       "sub_traj": box, "obj_traj": box} for t in case["train_triplets"]]}))
+  train.write_text(
+    json.dumps(
+      {
+        "train": [
+          {
+            "triplet": t,
+            "subject_tid": 0,
+            "object_tid": 1,
+            "duration": [0, 1],
+            "sub_traj": box,
+            "obj_traj": box,
+          }
+          for t in case["train_triplets"]
+        ]
+      }
+    )
+  )
   sub = {"version": "VERSION 1.0", "results": case["prediction"]}
   if i % 4 == 3:
     pred = tmp_path / f"sub{i}.json.xz"
@@ -58,10 +72,8 @@ def _printed_lines(stdout):
   return lines
 
 
-@pytest.mark.parametrize("small", [False, True],
-                         ids=["default", "small_windows"])
-def test_cli_reproduces_every_recorded_official_result(tmp_path, capsys,
-                                                      monkeypatch, small):
+@pytest.mark.parametrize("small", [False, True], ids=["default", "small_windows"])
+def test_cli_reproduces_every_recorded_official_result(tmp_path, capsys, monkeypatch, small):
   if small:
     # Windows of a few hundred bytes and tiny output arrays: every video,
     # member and number meets a window end or a full array somewhere.
@@ -77,10 +89,22 @@ def test_cli_reproduces_every_recorded_official_result(tmp_path, capsys,
     gt, train, pred = _write(tmp_path, i, rec["case"])
     for protocol in ("helper", "vru20"):
       out = tmp_path / f"m{i}_{protocol}.json"
-      rc = cli.main(["--groundtruth", gt, "--prediction", pred,
-                     "--protocol", protocol, "--zero-shot", train,
-                     "--per-video", "--official-lines", "--output",
-                     str(out)])
+      rc = cli.main(
+        [
+          "--groundtruth",
+          gt,
+          "--prediction",
+          pred,
+          "--protocol",
+          protocol,
+          "--zero-shot",
+          train,
+          "--per-video",
+          "--official-lines",
+          "--output",
+          str(out),
+        ]
+      )
       captured = capsys.readouterr()
       if rc not in (0, 1) or not out.exists():
         failures.append(f"case {i} {protocol}: rc {rc}: {captured.err}")
@@ -97,25 +121,23 @@ def test_cli_reproduces_every_recorded_official_result(tmp_path, capsys,
             failures.append(f"{where}: we refused, official scored")
           continue
         if off["status"] != "ok":
-          failures.append(f"{where}: official raised {off['error']}, we "
-                          "scored")
+          failures.append(f"{where}: official raised {off['error']}, we scored")
           continue
         compared += 1
         if printed.get(split) != off["lines"]:
           failures.append(f"{where}: {printed.get(split)} != {off['lines']}")
-        values = [ours[k] for k in ("mAP", "R@50", "R@100", "P@1", "P@5",
-                                    "P@10")]
+        values = [ours[k] for k in ("mAP", "R@50", "R@100", "P@1", "P@5", "P@10")]
         if values != off["values"]:
           failures.append(f"{where}: values {values} != {off['values']}")
         for vid, ap in off.get("video_ap", {}).items():
           got = ours["per_video_ap"][vid]
-          got = (repr(np.float64(got)) if protocol == "helper"
-                 else repr(round(got, 4)))
+          got = repr(np.float64(got)) if protocol == "helper" else repr(round(got, 4))
           if got != ap:
             failures.append(f"{where}: video {vid} AP {got} != {ap}")
       assert (rc == 1) == any(
-          (m if s == "all" else m[s] or {}).get("error") is not None
-          for s in ("all", "zero_shot", "generalized_zero_shot"))
+        (m if s == "all" else m[s] or {}).get("error") is not None
+        for s in ("all", "zero_shot", "generalized_zero_shot")
+      )
     for p in (gt, train, pred):
       os.remove(p)
   assert not failures, "\n".join(failures[:20])

@@ -19,10 +19,14 @@ _NEXT = ["adult", "next_to", "dog"]
 
 def _doc(boxes, score=0.5, duration=None, triplet=None, extra=""):
   duration = duration or [0, len(boxes)]
-  pred = {"triplet": triplet or _NEXT, "score": score, "duration": duration,
-          "sub_traj": boxes, "obj_traj": boxes}
-  return ('{"version": "VERSION 1.0", "results": {"v": [' + json.dumps(pred)
-          + ']}' + extra + '}')
+  pred = {
+    "triplet": triplet or _NEXT,
+    "score": score,
+    "duration": duration,
+    "sub_traj": boxes,
+    "obj_traj": boxes,
+  }
+  return '{"version": "VERSION 1.0", "results": {"v": [' + json.dumps(pred) + ']}' + extra + '}'
 
 
 def _tokens(rng, n):
@@ -31,36 +35,53 @@ def _tokens(rng, n):
   for _ in range(n):
     kind = rng.randrange(8)
     if kind == 0:
-      out.append(repr(rng.uniform(-2000, 2000)))             # 16-17 digits
+      out.append(repr(rng.uniform(-2000, 2000)))  # 16-17 digits
     elif kind == 1:
       out.append(repr(round(rng.uniform(-2000, 2000), rng.randrange(5))))
     elif kind == 2:
-      out.append(str(rng.randrange(-10 ** 15 + 1, 10 ** 15)))  # ints
+      out.append(str(rng.randrange(-(10**15) + 1, 10**15)))  # ints
     elif kind == 3:
       out.append(repr(rng.uniform(-1, 1) * 10.0 ** rng.randrange(-320, 300)))
     elif kind == 4:
-      digits = "".join(rng.choice("0123456789")
-                       for _ in range(rng.randrange(1, 30)))
+      digits = "".join(rng.choice("0123456789") for _ in range(rng.randrange(1, 30)))
       head = digits[0] if digits[0] != "0" else "0"
-      out.append(f"{rng.choice(['', '-'])}{head}.{digits[1:] or '0'}"
-                 f"{rng.choice(['', 'e5', 'E-7', 'e+22', 'e-23', 'e308'])}")
+      out.append(
+        f"{rng.choice(['', '-'])}{head}.{digits[1:] or '0'}"
+        f"{rng.choice(['', 'e5', 'E-7', 'e+22', 'e-23', 'e308'])}"
+      )
     elif kind == 5:
-      out.append(rng.choice(["0", "-0", "0.0", "-0.0", "1e0", "0.1", "-1E-1",
-                             "NaN", "Infinity", "-Infinity", "1e400",
-                             "123456789012345.6", "9007199254740993.0"]))
+      out.append(
+        rng.choice(
+          [
+            "0",
+            "-0",
+            "0.0",
+            "-0.0",
+            "1e0",
+            "0.1",
+            "-1E-1",
+            "NaN",
+            "Infinity",
+            "-Infinity",
+            "1e400",
+            "123456789012345.6",
+            "9007199254740993.0",
+          ]
+        )
+      )
     elif kind == 6:
-      out.append(f"{rng.randrange(1, 10 ** 19)}e{rng.randrange(-340, 300)}")
+      out.append(f"{rng.randrange(1, 10**19)}e{rng.randrange(-340, 300)}")
     else:
       # Exactly halfway between two doubles (odd 54-bit m times 2**e):
       # the correctly rounded result is the even neighbour.
       m, e = rng.getrandbits(54) | 1 | (1 << 53), rng.randrange(-70, 20)
-      out.append(f"{m * 2 ** e}.0" if e >= 0 else _decimal(m, -e))
+      out.append(f"{m * 2**e}.0" if e >= 0 else _decimal(m, -e))
   return out
 
 
 def _decimal(m, k):
   """m / 2**k written out exactly in decimal."""
-  digits = str(m * 5 ** k)
+  digits = str(m * 5**k)
   digits = digits.rjust(k + 1, "0")
   return digits[:-k] + "." + digits[-k:]
 
@@ -68,14 +89,15 @@ def _decimal(m, k):
 def test_numbers_equal_json_loads_bit_for_bit():
   rng = random.Random(0)
   toks = _tokens(rng, 20000)
-  boxes = [toks[i:i + 4] for i in range(0, len(toks), 4)]
-  text = ('{"results": {"v": [{"triplet": ["a", "b", "c"], "score": 0.5, '
-          '"duration": [0, 1], "sub_traj": [' +
-          ", ".join("[" + ", ".join(b) + "]" for b in boxes) +
-          '], "obj_traj": []}]}}')
+  boxes = [toks[i : i + 4] for i in range(0, len(toks), 4)]
+  text = (
+    '{"results": {"v": [{"triplet": ["a", "b", "c"], "score": 0.5, '
+    '"duration": [0, 1], "sub_traj": ['
+    + ", ".join("[" + ", ".join(b) + "]" for b in boxes)
+    + '], "obj_traj": []}]}}'
+  )
   table = fastjson.parse_table(text.encode())
-  want = [float(x) for b in json.loads(text)["results"]["v"][0]["sub_traj"]
-          for x in b]
+  want = [float(x) for b in json.loads(text)["results"]["v"][0]["sub_traj"] for x in b]
   got = table.boxes.reshape(-1)
   assert len(got) == len(want)
   w = np.asarray(want)
@@ -88,12 +110,10 @@ def test_tables_from_json_reproduce_the_recorded_official_numbers():
   compared = 0
   for rec in cases:
     case = rec["case"]
-    sub = json.dumps({"version": "VERSION 1.0",
-                      "results": case["prediction"]}).encode()
+    sub = json.dumps({"version": "VERSION 1.0", "results": case["prediction"]}).encode()
     # Integer scores too: irregular records keep their Python value.
     pred = fastjson.parse_table(sub)
-    gt = fastjson.parse_table(json.dumps(case["groundtruth"]).encode(),
-                              groundtruth=True)
+    gt = fastjson.parse_table(json.dumps(case["groundtruth"]).encode(), groundtruth=True)
     for protocol in ("helper", "vru20"):
       off = rec["official"][f"{protocol}/all"]
       try:
@@ -109,16 +129,21 @@ def test_tables_from_json_reproduce_the_recorded_official_numbers():
 
 def test_strings_decode_like_json_loads():
   # Escaped and plain spellings of one name are one triplet; ids decode.
-  text = ('{"results": {"v\\u0031": ['
-          '{"triplet": ["ball\\/sports_ball", "next_to", "dog"], "score": 1,'
-          ' "duration": [0, 1], "sub_traj": [[0,0,1,1]],'
-          ' "obj_traj": [[0,0,1,1]]}]}}')
+  text = (
+    '{"results": {"v\\u0031": ['
+    '{"triplet": ["ball\\/sports_ball", "next_to", "dog"], "score": 1,'
+    ' "duration": [0, 1], "sub_traj": [[0,0,1,1]],'
+    ' "obj_traj": [[0,0,1,1]]}]}}'
+  )
   t = fastjson.parse_table(text.encode())
   assert t.py_scores == {0: 1} and t.score.tolist() == [1.0]
   text = text.replace('"score": 1', '"score": 1.0')
-  text = text.replace("]}]}}", ']}, {"triplet": ["ball/sports_ball", '
-                      '"next_to", "dog"], "score": 0.5, "duration": [0, 1], '
-                      '"sub_traj": [], "obj_traj": [], "x": [null, {}]}]}}')
+  text = text.replace(
+    "]}]}}",
+    ']}, {"triplet": ["ball/sports_ball", '
+    '"next_to", "dog"], "score": 0.5, "duration": [0, 1], '
+    '"sub_traj": [], "obj_traj": [], "x": [null, {}]}]}}',
+  )
   t = fastjson.parse_table(text.encode())
   assert t.video_ids == ["v1"]
   assert t.triplets == [("ball/sports_ball", "next_to", "dog")]
@@ -127,8 +152,12 @@ def test_strings_decode_like_json_loads():
   assert t.flags.tolist() == [3, 3] and t.score.tolist() == [1.0, 0.5]
 
 
-@pytest.mark.parametrize("text", [
-    '{"results": {"v": []}', '{"results": {"v": []}} x', '{"results": [}',
+@pytest.mark.parametrize(
+  "text",
+  [
+    '{"results": {"v": []}',
+    '{"results": {"v": []}} x',
+    '{"results": [}',
     _doc([[0, 0, 1, 1]]).replace("0.5", "01"),
     _doc([[0, 0, 1, 1]]).replace("0.5", ".5"),
     _doc([[0, 0, 1, 1]]).replace("0.5", "1."),
@@ -137,7 +166,8 @@ def test_strings_decode_like_json_loads():
     _doc([[0, 0, 1, 1]], extra=', "e": [1, 2,]'),
     _doc([[0, 0, 1, 1]], extra=', "e": {"a" 1}'),
     _doc([[0, 0, 1, 1]], extra=', "e": tru'),
-])
+  ],
+)
 def test_invalid_json_is_refused_like_json_loads(text):
   # Never a table from a document json.load refuses (the reason given is
   # the first problem met: grammar, a shape the table needs, or "01" read
@@ -148,22 +178,23 @@ def test_invalid_json_is_refused_like_json_loads(text):
     fastjson.parse_table(text.encode())
 
 
-@pytest.mark.parametrize("text", [
+@pytest.mark.parametrize(
+  "text",
+  [
     _doc([[0, 0, 1, 1]], score=1),
     _doc([[0, 0, 1, 1, 2]]),
     _doc([[0, 0, 1]]),
     _doc([[0, 0, 1, None]]),
-    _doc([[0, 0, 1, 10 ** 16 + 1]]),
-    _doc([[0, 0, 1, 1]], score=10 ** 30),
+    _doc([[0, 0, 1, 10**16 + 1]]),
+    _doc([[0, 0, 1, 1]], score=10**30),
     _doc([[0, 0, 1, 1]], score=1e-320),
     _doc([[0, 0, 1, 1]]).replace('"score": 0.5, ', ""),
-    _doc([[0, 0, 1, 1]]).replace('"score": 0.5', '"score": 0.5, '
-                                 '"score": 0.7'),
+    _doc([[0, 0, 1, 1]]).replace('"score": 0.5', '"score": 0.5, "score": 0.7'),
     _doc([[0, 0, 1, 1]]).replace('"score"', '"sc\\u006fre"'),
     _doc([[0, 0, 1, 1]], triplet=["a", "b"]),
-    _doc([[0, 0, 1, 1]]).replace('"v"', '"w": [], "v"').replace(
-        ']}}', '], "w": [], "v": []}}'),
-])
+    _doc([[0, 0, 1, 1]]).replace('"v"', '"w": [], "v"').replace(']}}', '], "w": [], "v": []}}'),
+  ],
+)
 def test_irregular_records_read_as_json_load_gives_them(text):
   # Records the scanner does not take are decoded alone: the table is the
   # one `from_dicts` builds from json.load's objects (last of a repeated
@@ -172,8 +203,7 @@ def test_irregular_records_read_as_json_load_gives_them(text):
   got = fastjson.parse_table(text.encode())
   assert got.video_ids == want.video_ids
   assert got.bounds.tolist() == want.bounds.tolist()
-  assert [got.triplets[i] for i in got.triplet] == [
-      want.triplets[i] for i in want.triplet]
+  assert [got.triplets[i] for i in got.triplet] == [want.triplets[i] for i in want.triplet]
   for name in ("score", "duration", "flags", "length"):
     np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
   for r in range(len(got)):
@@ -181,15 +211,14 @@ def test_irregular_records_read_as_json_load_gives_them(text):
       n = got.length[r, side]
       if n > 0:
         o, w = got.offset[r, side], want.offset[r, side]
-        np.testing.assert_array_equal(got.boxes[o:o + n],
-                                      want.boxes[w:w + n])
-  scores = [p.get("score") for ps in json.loads(text)["results"].values()
-            for p in ps]
-  assert (got.py_scores or {}) == {i: s for i, s in enumerate(scores)
-                                   if isinstance(s, int)}
+        np.testing.assert_array_equal(got.boxes[o : o + n], want.boxes[w : w + n])
+  scores = [p.get("score") for ps in json.loads(text)["results"].values() for p in ps]
+  assert (got.py_scores or {}) == {i: s for i, s in enumerate(scores) if isinstance(s, int)}
 
 
-@pytest.mark.parametrize("text,reason", [
+@pytest.mark.parametrize(
+  "text,reason",
+  [
     (_doc([[0, 0, 1, 1]], duration=[0, 1, 2]), "not a relation"),
     (_doc([[0, 0, 1, 1]], triplet=["a", 1, "b"]), "not a relation"),
     (_doc([[0, 0, 1, 1]]).replace('"sub_traj"', '"x"'), "not a relation"),
@@ -197,16 +226,19 @@ def test_irregular_records_read_as_json_load_gives_them(text):
     ('{"version": "VERSION 1.0"}', "no top-level 'results'"),
     ('{"results": []}', "no top-level 'results'"),
     ('[1, 2]', "no top-level 'results'"),
-])
+  ],
+)
 def test_content_the_table_cannot_hold_is_refused(text, reason):
-  json.loads(text)          # valid JSON: the validator explains it
+  json.loads(text)  # valid JSON: the validator explains it
   with pytest.raises(fastjson.NotTabular, match=reason):
     fastjson.parse_table(text.encode())
 
 
 def test_read_table_reads_xz_and_other_members(tmp_path):
-  text = _doc([[0.5, 1, 2.25, 3]], extra=', "external_data": {"used": '
-              'false, "details": "a \\"quoted\\" [text]", "n": [1e5, -0]}')
+  text = _doc(
+    [[0.5, 1, 2.25, 3]],
+    extra=', "external_data": {"used": false, "details": "a \\"quoted\\" [text]", "n": [1e5, -0]}',
+  )
   with lzma.open(tmp_path / "s.json.xz", "wt") as f:
     f.write(text)
   t = fastjson.read_table(str(tmp_path / "s.json.xz"))

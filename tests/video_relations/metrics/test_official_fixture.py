@@ -27,20 +27,17 @@ _FIXTURE = os.path.join(os.path.dirname(__file__), "official_cases.json.xz")
 def _ours(case, protocol, split, tables=False):
   gt, pred = case["groundtruth"], case["prediction"]
   if split != "all":
-    zs = scoring.zero_shot_triplets(
-        gt, {"train": [{"triplet": t} for t in case["train_triplets"]]})
-    gt, pred = scoring.zero_shot_split(gt, pred, zs,
-                                       split == "generalized_zero_shot")
+    zs = scoring.zero_shot_triplets(gt, {"train": [{"triplet": t} for t in case["train_triplets"]]})
+    gt, pred = scoring.zero_shot_split(gt, pred, zs, split == "generalized_zero_shot")
   if tables:
-    return scoring.evaluate_tables(columns.RelationTable.from_dicts(gt),
-                                   columns.RelationTable.from_dicts(pred),
-                                   protocol)
+    return scoring.evaluate_tables(
+      columns.RelationTable.from_dicts(gt), columns.RelationTable.from_dicts(pred), protocol
+    )
   return scoring.evaluate(gt, pred, protocol)
 
 
 def _int_scores(case):
-  return any(isinstance(p["score"], int)
-             for ps in case["prediction"].values() for p in ps)
+  return any(isinstance(p["score"], int) for ps in case["prediction"].values() for p in ps)
 
 
 @pytest.mark.parametrize("tables", [False, True], ids=["dicts", "tables"])
@@ -65,18 +62,17 @@ def test_every_recorded_official_result_is_reproduced(tables):
         refused += 1
         continue
       if off["status"] != "ok":
-        failures.append(f"case {i} {key}: official raised {off['error']}, "
-                        "we scored")
+        failures.append(f"case {i} {key}: official raised {off['error']}, we scored")
         continue
       compared += 1
       if r.official_lines() != off["lines"]:
-        failures.append(f"case {i} {key}: {r.official_lines()} != "
-                        f"{off['lines']}")
+        failures.append(f"case {i} {key}: {r.official_lines()} != {off['lines']}")
       if list(r.as_dict().values()) != off["values"]:
         failures.append(f"case {i} {key}: values differ")
       for vid, ap in off.get("video_ap", {}).items():
-        ours = (repr(r.video_ap[vid]) if protocol == "helper"
-                else repr(round(float(r.video_ap[vid]), 4)))
+        ours = (
+          repr(r.video_ap[vid]) if protocol == "helper" else repr(round(float(r.video_ap[vid]), 4))
+        )
         if ours != ap:
           failures.append(f"case {i} {key}: video {vid} AP {ours} != {ap}")
   assert not failures, "\n".join(failures[:20])
@@ -88,19 +84,16 @@ def test_fixture_covers_the_awkward_cases():
   with lzma.open(_FIXTURE, "rt") as f:
     cases = [c["case"] for c in json.load(f)["cases"]]
   preds = [p for c in cases for ps in c["prediction"].values() for p in ps]
-  floats = sum(any(isinstance(x, float) and x != int(x)
-                   for b in p["sub_traj"] for x in b) for p in preds)
-  inverted = sum(any(b[0] > b[2] or b[1] > b[3] for b in p["sub_traj"])
-                 for p in preds)
-  mismatch = sum(len(p["sub_traj"]) != p["duration"][1] - p["duration"][0]
-                 for p in preds)
-  over_200 = sum(any(len(ps) > 200 for ps in c["prediction"].values())
-                 for c in cases)
+  floats = sum(
+    any(isinstance(x, float) and x != int(x) for b in p["sub_traj"] for x in b) for p in preds
+  )
+  inverted = sum(any(b[0] > b[2] or b[1] > b[3] for b in p["sub_traj"]) for p in preds)
+  mismatch = sum(len(p["sub_traj"]) != p["duration"][1] - p["duration"][0] for p in preds)
+  over_200 = sum(any(len(ps) > 200 for ps in c["prediction"].values()) for c in cases)
   empty_gt = sum(any(not g for g in c["groundtruth"].values()) for c in cases)
-  missing = sum(any(v not in c["prediction"] for v in c["groundtruth"])
-                for c in cases)
-  ties = sum(len({p["score"] for p in ps}) < len(ps)
-             for c in cases for ps in c["prediction"].values())
-  counts = np.array([floats, inverted, mismatch, over_200, empty_gt, missing,
-                     ties])
+  missing = sum(any(v not in c["prediction"] for v in c["groundtruth"]) for c in cases)
+  ties = sum(
+    len({p["score"] for p in ps}) < len(ps) for c in cases for ps in c["prediction"].values()
+  )
+  counts = np.array([floats, inverted, mismatch, over_200, empty_gt, missing, ties])
   assert (counts >= 5).all(), counts

@@ -36,9 +36,16 @@ def _random_case(seed, num_videos=6, preds_per_video=230):
       obj = np.cumsum(rng.normal(0, 2, (e - s, 4)), 0) + [40, 5, 90, 70]
       sub, obj = np.round(sub), np.round(obj)
       t = trip[int(rng.integers(0, 3))]
-      g[vid].append({"triplet": t, "subject_tid": 0, "object_tid": 1,
-                     "duration": (s, e), "sub_traj": sub.tolist(),
-                     "obj_traj": obj.tolist()})
+      g[vid].append(
+        {
+          "triplet": t,
+          "subject_tid": 0,
+          "object_tid": 1,
+          "duration": (s, e),
+          "sub_traj": sub.tolist(),
+          "obj_traj": obj.tolist(),
+        }
+      )
       tracks.append((t, s, e, sub, obj))
     rels[vid] = []
     for _ in range(preds_per_video):
@@ -50,21 +57,28 @@ def _random_case(seed, num_videos=6, preds_per_video=230):
       jit = lambda b: b[idx] + rng.normal(0, 3, (e2 - s2, 4))
       if rng.random() < 0.2:
         t = trip[int(rng.integers(0, 3))]
-      score = float(rng.choice([0.25, 0.5, 0.75])) if rng.random() < 0.5 \
-          else float(rng.random())
+      score = float(rng.choice([0.25, 0.5, 0.75])) if rng.random() < 0.5 else float(rng.random())
       if rng.random() < 0.02:
         score = float("nan")
       # A model's relation; its score is the mean of one confidence.
-      rels[vid].append(association.Relation(t, s2, e2, jit(sub), jit(obj),
-                                            [score]))
+      rels[vid].append(association.Relation(t, s2, e2, jit(sub), jit(obj), [score]))
   return g, rels
 
 
 def _as_dicts(rels):
-  return {vid: [{"triplet": list(r.triplet), "score": r.score,
-                 "duration": [r.start, r.end], "sub_traj": r.sub_traj.tolist(),
-                 "obj_traj": r.obj_traj.tolist()} for r in rs]
-          for vid, rs in rels.items()}
+  return {
+    vid: [
+      {
+        "triplet": list(r.triplet),
+        "score": r.score,
+        "duration": [r.start, r.end],
+        "sub_traj": r.sub_traj.tolist(),
+        "obj_traj": r.obj_traj.tolist(),
+      }
+      for r in rs
+    ]
+    for vid, rs in rels.items()
+  }
 
 
 def test_from_relations_equals_from_dicts():
@@ -90,42 +104,49 @@ def test_from_relations_equals_from_dicts():
 def test_tables_equal_dicts(protocol, seed):
   g, rels = _random_case(seed)
   want = scoring.evaluate(g, _as_dicts(rels), protocol)
-  got = scoring.evaluate_tables(columns.RelationTable.from_dicts(g),
-                                columns.RelationTable.from_relations(rels),
-                                protocol)
+  got = scoring.evaluate_tables(
+    columns.RelationTable.from_dicts(g), columns.RelationTable.from_relations(rels), protocol
+  )
   assert got.official_lines() == want.official_lines()
   assert got.video_ap == want.video_ap
-  assert 0 < got.as_dict()["mAP"] < 1      # a non-trivial case
+  assert 0 < got.as_dict()["mAP"] < 1  # a non-trivial case
 
 
 def test_prediction_videos_are_looked_up_by_id():
-  g = {"A": [gt(NEXT, (0, 2), SQ, FAR)], "B": [gt(NEXT, (0, 2), SQ, FAR)],
-       "C": []}
-  p = {"X": [pred(NEXT, 1.0, (0, 2), SQ, FAR)],      # no GT: ignored
-       "B": [pred(NEXT, 0.5, (0, 2), SQ, FAR)],
-       "C": [pred(NEXT, 0.5, (0, 2), SQ, FAR)]}      # empty GT: skipped
-  r = scoring.evaluate_tables(columns.RelationTable.from_dicts(g),
-                              columns.RelationTable.from_dicts(p))
+  g = {"A": [gt(NEXT, (0, 2), SQ, FAR)], "B": [gt(NEXT, (0, 2), SQ, FAR)], "C": []}
+  p = {
+    "X": [pred(NEXT, 1.0, (0, 2), SQ, FAR)],  # no GT: ignored
+    "B": [pred(NEXT, 0.5, (0, 2), SQ, FAR)],
+    "C": [pred(NEXT, 0.5, (0, 2), SQ, FAR)],
+  }  # empty GT: skipped
+  r = scoring.evaluate_tables(
+    columns.RelationTable.from_dicts(g), columns.RelationTable.from_dicts(p)
+  )
   assert r.video_ap == {"A": 0.0, "B": 1.0}
   assert r.num_videos == 2
 
 
 def test_refusal_names_video_prediction_and_field():
   g = {"A": [gt(NEXT, (0, 3), SQ, FAR)]}
-  p = {"A": [pred(NEXT, 0.9, (0, 3), SQ, FAR),
-             pred(NEXT, 0.5, (0, 3), SQ, FAR),
-             pred(NEXT, 0.7, (0, 3), SQ, FAR, n=2)]}   # 2 boxes, 3 frames
+  p = {
+    "A": [
+      pred(NEXT, 0.9, (0, 3), SQ, FAR),
+      pred(NEXT, 0.5, (0, 3), SQ, FAR),
+      pred(NEXT, 0.7, (0, 3), SQ, FAR, n=2),
+    ]
+  }  # 2 boxes, 3 frames
   p["A"][2]["sub_traj"] = p["A"][2]["sub_traj"] + [SQ]  # object one short
-  tables = (columns.RelationTable.from_dicts(g),
-            columns.RelationTable.from_dicts(p))
+  tables = (columns.RelationTable.from_dicts(g), columns.RelationTable.from_dicts(p))
   # The first prediction consumes the GT: the broken one is never read.
   assert scoring.evaluate_tables(*tables).video_ap == {"A": 1.0}
   p["A"][0]["triplet"] = list(BEHIND)
-  with pytest.raises(scoring.ScoringError,
-                     match=r"video 'A', prediction 2, field 'obj_traj'.*"
-                     r"IndexError"):
-    scoring.evaluate_tables(columns.RelationTable.from_dicts(g),
-                            columns.RelationTable.from_dicts(p))
-  with pytest.raises(scoring.ScoringError, match="prediction 2, field "
-                     "'obj_traj'"):
+  with pytest.raises(
+    scoring.ScoringError,
+    match=r"video 'A', prediction 2, field 'obj_traj'.*"
+    r"IndexError",
+  ):
+    scoring.evaluate_tables(
+      columns.RelationTable.from_dicts(g), columns.RelationTable.from_dicts(p)
+    )
+  with pytest.raises(scoring.ScoringError, match="prediction 2, field 'obj_traj'"):
     scoring.evaluate(g, p)

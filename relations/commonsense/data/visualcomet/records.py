@@ -70,8 +70,7 @@ def load_annotations(path: str) -> list[dict[str, Any]]:
     except json.JSONDecodeError as e:
       raise DataError(f'{path}: invalid JSON: {e}') from e
   if not isinstance(records, list):
-    raise DataError(f'{path}: expected a JSON list of event records, got '
-                    f'{type(records).__name__}')
+    raise DataError(f'{path}: expected a JSON list of event records, got {type(records).__name__}')
   for i, rec in enumerate(records):
     validate_record(rec, path, i)
   return records
@@ -80,37 +79,39 @@ def load_annotations(path: str) -> list[dict[str, Any]]:
 def validate_record(rec: Any, path: str, i: int) -> None:
   """Checks one annotation record (see `load_annotations`)."""
   if not isinstance(rec, dict):
-    raise DataError(f'{path}: record {i}: expected an object, got '
-                    f'{type(rec).__name__}')
+    raise DataError(f'{path}: record {i}: expected an object, got {type(rec).__name__}')
   for field in _STR_FIELDS:
     if field not in rec:
       raise DataError(f'{_where(path, i, field)} missing')
     if not isinstance(rec[field], str):
-      raise DataError(f'{_where(path, i, field)} expected a string, got '
-                      f'{type(rec[field]).__name__}')
+      raise DataError(
+        f'{_where(path, i, field)} expected a string, got {type(rec[field]).__name__}'
+      )
   for field in ('movie', 'split'):
     if field in rec and not isinstance(rec[field], str):
-      raise DataError(f'{_where(path, i, field)} expected a string, got '
-                      f'{type(rec[field]).__name__}')
+      raise DataError(
+        f'{_where(path, i, field)} expected a string, got {type(rec[field]).__name__}'
+      )
   texts = [('event', rec['event'])]
   for rel in RELATIONS:
     if rel not in rec:
       continue
     val = rec[rel]
     if not isinstance(val, list):
-      raise DataError(f'{_where(path, i, rel)} expected a list of strings, '
-                      f'got {type(val).__name__}')
+      raise DataError(
+        f'{_where(path, i, rel)} expected a list of strings, got {type(val).__name__}'
+      )
     for k, s in enumerate(val):
       if not isinstance(s, str):
-        raise DataError(f'{_where(path, i, f"{rel}[{k}]")} expected a '
-                        f'string, got {type(s).__name__}')
+        raise DataError(
+          f'{_where(path, i, f"{rel}[{k}]")} expected a string, got {type(s).__name__}'
+        )
       texts.append((f'{rel}[{k}]', s))
   for field, s in texts:
     try:
       person_tags.map_numbers_to_det_tokens(s)
     except ValueError as e:
-      raise DataError(f'{_where(path, i, field)} cannot map person tags in '
-                      f'{s!r}: {e}') from e
+      raise DataError(f'{_where(path, i, field)} cannot map person tags in {s!r}: {e}') from e
 
 
 # --------------------------------------------------------------- metadata
@@ -140,42 +141,46 @@ def load_metadata(path: str) -> dict[str, Any]:
   w, h = meta['width'], meta['height']
   for field, v in (('width', w), ('height', h)):
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
-      raise DataError(f'{_where(path, None, field)} expected a positive '
-                      f'number, got {v!r}')
+      raise DataError(f'{_where(path, None, field)} expected a positive number, got {v!r}')
   names, boxes, segms = meta['names'], meta['boxes'], meta['segms']
   for field, v in (('names', names), ('boxes', boxes), ('segms', segms)):
     if not isinstance(v, list):
       raise DataError(f'{_where(path, None, field)} expected a list')
   if not len(names) == len(boxes) == len(segms):
-    raise DataError(f'{path}: names/boxes/segms lengths differ: '
-                    f'{len(names)}/{len(boxes)}/{len(segms)}')
+    raise DataError(
+      f'{path}: names/boxes/segms lengths differ: {len(names)}/{len(boxes)}/{len(segms)}'
+    )
   out = np.zeros((len(boxes), 4), np.float32)
   scores = np.zeros((len(boxes),), np.float32)
   for k, (name, box) in enumerate(zip(names, boxes)):
     if not isinstance(name, str):
-      raise DataError(f'{_where(path, None, f"names[{k}]")} expected a '
-                      'string')
-    ok = (isinstance(box, list) and len(box) == 5 and all(
-        isinstance(v, (int, float)) and not isinstance(v, bool)
-        and np.isfinite(v) for v in box))
+      raise DataError(f'{_where(path, None, f"names[{k}]")} expected a string')
+    ok = (
+      isinstance(box, list)
+      and len(box) == 5
+      and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in box
+      )
+    )
     if not ok:
-      raise DataError(f'{_where(path, None, f"boxes[{k}]")} expected '
-                      f'[x1, y1, x2, y2, score], got {box!r}')
+      raise DataError(
+        f'{_where(path, None, f"boxes[{k}]")} expected [x1, y1, x2, y2, score], got {box!r}'
+      )
     x1, y1, x2, y2, s = box
     # The official loader asserts x1 >= 0, x1 < x2, y1 >= 0, y1 < y2.
     if not (0 <= x1 < x2 and 0 <= y1 < y2):
-      raise DataError(f'{_where(path, None, f"boxes[{k}]")} invalid box '
-                      f'{box!r} (need 0 <= x1 < x2, 0 <= y1 < y2)')
+      raise DataError(
+        f'{_where(path, None, f"boxes[{k}]")} invalid box {box!r} (need 0 <= x1 < x2, 0 <= y1 < y2)'
+      )
     out[k] = (x1, y1, min(x2, w), min(y2, h))
     scores[k] = s
-  return dict(names=list(names), boxes=out, scores=scores, segms=segms,
-              width=int(w), height=int(h))
+  return dict(names=list(names), boxes=out, scores=scores, segms=segms, width=int(w), height=int(h))
 
 
 # --------------------------------------------------------------- features
 def image_id(img_fn: str) -> str:
   """Feature file stem: base name of img_fn without extension (official)."""
-  return img_fn[img_fn.rfind('/') + 1:img_fn.rfind('.')]
+  return img_fn[img_fn.rfind('/') + 1 : img_fn.rfind('.')]
 
 
 def load_features(path: str, num_boxes: int) -> dict[str, np.ndarray]:
@@ -197,21 +202,23 @@ def load_features(path: str, num_boxes: int) -> dict[str, np.ndarray]:
   if not isinstance(obj, dict):
     raise DataError(f'{path}: expected a dict, got {type(obj).__name__}')
   out = {}
-  for field, shape in (('image_features', (FEATURE_DIM,)),
-                       ('object_features', (num_boxes, FEATURE_DIM))):
+  for field, shape in (
+    ('image_features', (FEATURE_DIM,)),
+    ('object_features', (num_boxes, FEATURE_DIM)),
+  ):
     if field not in obj:
       raise DataError(f'{_where(path, None, field)} missing')
     arr = np.asarray(obj[field])
     if arr.shape != shape or not np.issubdtype(arr.dtype, np.floating):
-      raise DataError(f'{_where(path, None, field)} expected float {shape}, '
-                      f'got {arr.dtype} {arr.shape}')
+      raise DataError(
+        f'{_where(path, None, field)} expected float {shape}, got {arr.dtype} {arr.shape}'
+      )
     out[field] = arr.astype(np.float32)
   return out
 
 
 # ------------------------------------------------------------- expansions
-def expand(records: list[dict[str, Any]], expansion: str
-           ) -> Iterator[tuple[int, dict[str, Any]]]:
+def expand(records: list[dict[str, Any]], expansion: str) -> Iterator[tuple[int, dict[str, Any]]]:
   """Official record expansions, in official order.
 
   Args:
@@ -235,8 +242,7 @@ def expand(records: list[dict[str, Any]], expansion: str
       k += 1
 
 
-def expand_record(record: dict[str, Any], event_idx: int, expansion: str
-                  ) -> list[dict[str, Any]]:
+def expand_record(record: dict[str, Any], event_idx: int, expansion: str) -> list[dict[str, Any]]:
   """The items `expand` yields for one record (`event_idx`: its position in the split)."""
   if expansion not in ('training', 'generation', 'ranking'):
     raise ValueError(f'unknown expansion {expansion!r}')

@@ -77,10 +77,10 @@ from relations.commonsense.text import person_tags
 from relations.commonsense.text import sequence
 
 _SPLITS = {
-    'training': ('train', 'val'),
-    'generation': ('train', 'val', 'test'),
-    'ranking': ('val',),
-    'images': ('train', 'val', 'test'),
+  'training': ('train', 'val'),
+  'generation': ('train', 'val', 'test'),
+  'ranking': ('val',),
+  'images': ('train', 'val', 'test'),
 }
 # Fields of the image table that a joined example carries.
 _TABLE_FIELDS = ('width', 'height', 'names', 'boxes', 'box_scores')
@@ -100,10 +100,14 @@ def _configs():
   for exp in ('training', 'generation', 'ranking', 'images'):
     for feats in (False, True):
       what = 'image table' if exp == 'images' else f'{exp} expansion'
-      out.append(VisualCometConfig(
-          name=exp + ('_features' if feats else ''), expansion=exp,
+      out.append(
+        VisualCometConfig(
+          name=exp + ('_features' if feats else ''),
+          expansion=exp,
           with_features=feats,
-          description=what + (' + released features' if feats else '')))
+          description=what + (' + released features' if feats else ''),
+        )
+      )
   return out
 
 
@@ -112,8 +116,9 @@ def table_config(config_name: str) -> str:
   return 'images_features' if config_name.endswith('_features') else 'images'
 
 
-def image_example(root: epath.Path, split: str, row: int,
-                  image: tuple[int, str, str], with_features: bool) -> dict:
+def image_example(
+  root: epath.Path, split: str, row: int, image: tuple[int, str, str], with_features: bool
+) -> dict:
   """Row `row` of the split's image table (plain function: Beam can map it).
 
   Args:
@@ -127,27 +132,31 @@ def image_example(root: epath.Path, split: str, row: int,
   where = f'{root / f"{split}_annots.json"}: record {rec_idx}'
   images = root / records_lib.IMAGES_DIR
   meta = records_lib.load_metadata(str(images / metadata_fn))
-  ex = dict(image_index=row, img_fn=img_fn, width=meta['width'],
-            height=meta['height'], names=meta['names'],
-            boxes=meta['boxes'].reshape(-1, 4), box_scores=meta['scores'])
+  ex = dict(
+    image_index=row,
+    img_fn=img_fn,
+    width=meta['width'],
+    height=meta['height'],
+    names=meta['names'],
+    boxes=meta['boxes'].reshape(-1, 4),
+    box_scores=meta['scores'],
+  )
   if with_features:
-    fpath = (root / records_lib.FEATURES_DIR
-             / (records_lib.image_id(img_fn) + '.pkl'))
+    fpath = root / records_lib.FEATURES_DIR / (records_lib.image_id(img_fn) + '.pkl')
     f = records_lib.load_features(str(fpath), len(meta['names']))
     ex['image_features'] = f['image_features']
-    ex['object_features'] = f['object_features'].reshape(
-        -1, records_lib.FEATURE_DIM)
+    ex['object_features'] = f['object_features'].reshape(-1, records_lib.FEATURE_DIM)
   else:
     img_path = images / img_fn
     if not img_path.exists():
-      raise FileNotFoundError(f"{where}: field 'img_fn': image not found: "
-                              f'{img_path}')
+      raise FileNotFoundError(f"{where}: field 'img_fn': image not found: {img_path}")
     ex['image'] = str(img_path)
   return ex
 
 
-def expansion_example(root: epath.Path, split: str, expansion: str, k: int,
-                      item: dict, image_index: int, meta: dict) -> dict:
+def expansion_example(
+  root: epath.Path, split: str, expansion: str, k: int, item: dict, image_index: int, meta: dict
+) -> dict:
   """Example `k` of an expansion (plain function: Beam can map it).
 
   Args:
@@ -162,33 +171,48 @@ def expansion_example(root: epath.Path, split: str, expansion: str, k: int,
   where = f'{root / f"{split}_annots.json"}: record {item["event_idx"]}'
   img_path = root / records_lib.IMAGES_DIR / item['img_fn']
   if not img_path.exists():
-    raise FileNotFoundError(f"{where}: field 'img_fn': image not found: "
-                            f'{img_path}')
+    raise FileNotFoundError(f"{where}: field 'img_fn': image not found: {img_path}")
   keys = list(item['person2name'])
-  dets = sequence.select_dets(meta['names'],
-                              person_tags.tag_numbers(item['person2name']))
+  dets = sequence.select_dets(meta['names'], person_tags.tag_numbers(item['person2name']))
   refs = item.get('inference_text', [])
   refs_name = item.get('inference_text_name', [])
   single = expansion != 'generation'
   return dict(
-      expansion_index=k, event_idx=item['event_idx'], image_index=image_index,
-      img_fn=item['img_fn'], movie=item.get('movie', ''),
-      metadata_fn=item['metadata_fn'], split=item.get('split', split),
-      place=item['place'], event=item['event'],
-      event_name=item['event_name'], relation=item['inference_relation'],
-      inference_text=refs if single else '',
-      inference_text_name=refs_name if single else '',
-      references=[] if single else list(refs),
-      references_name=[] if single else list(refs_name),
-      person_keys=keys, rank_key=records_lib.rank_key(item),
-      dets=dets.astype(np.int32),
+    expansion_index=k,
+    event_idx=item['event_idx'],
+    image_index=image_index,
+    img_fn=item['img_fn'],
+    movie=item.get('movie', ''),
+    metadata_fn=item['metadata_fn'],
+    split=item.get('split', split),
+    place=item['place'],
+    event=item['event'],
+    event_name=item['event_name'],
+    relation=item['inference_relation'],
+    inference_text=refs if single else '',
+    inference_text_name=refs_name if single else '',
+    references=[] if single else list(refs),
+    references_name=[] if single else list(refs_name),
+    person_keys=keys,
+    rank_key=records_lib.rank_key(item),
+    dets=dets.astype(np.int32),
   )
 
 
 # How each stored field is read back (`_read`): the expansion and table features.
-_TEXT = ('img_fn', 'movie', 'metadata_fn', 'split', 'place', 'event',
-         'event_name', 'relation', 'inference_text', 'inference_text_name',
-         'rank_key')
+_TEXT = (
+  'img_fn',
+  'movie',
+  'metadata_fn',
+  'split',
+  'place',
+  'event',
+  'event_name',
+  'relation',
+  'inference_text',
+  'inference_text_name',
+  'rank_key',
+)
 _TEXTS = ('references', 'references_name', 'person_keys', 'names')
 _INTS = ('expansion_index', 'event_idx', 'image_index', 'width', 'height')
 
@@ -220,8 +244,7 @@ def _read(raw: bytes, keys) -> dict:
     elif k == 'image_features':
       out[k] = np.frombuffer(f.bytes_list.value[0], np.float32)
     elif k == 'object_features':
-      out[k] = np.frombuffer(f.bytes_list.value[0], np.float32).reshape(
-          -1, records_lib.FEATURE_DIM)
+      out[k] = np.frombuffer(f.bytes_list.value[0], np.float32).reshape(-1, records_lib.FEATURE_DIM)
     elif k == 'image':
       out[k] = f.bytes_list.value[0]
     else:
@@ -260,16 +283,18 @@ class DataSource:
     self._example_keys = tuple(examples.info.features.keys())
     self._features = bool(examples.builder_config.with_features)
     if table.builder_config.expansion != 'images' or (
-        bool(table.builder_config.with_features) != self._features):
-      raise ValueError(f'{table.builder_config.name} is not the image table '
-                       f'of {examples.builder_config.name}')
+      bool(table.builder_config.with_features) != self._features
+    ):
+      raise ValueError(
+        f'{table.builder_config.name} is not the image table of {examples.builder_config.name}'
+      )
     if image not in ('decoded', 'jpeg', None):
       raise ValueError(f'image: expected "decoded", "jpeg" or None, got {image!r}')
     self._image = None if self._features else image
     self._table = table.as_data_source(split, deserialize_method=raw)
     self._table_keys = _TABLE_FIELDS + (
-        ('image_features', 'object_features') if self._features else
-        ('image',) if self._image else ())
+      ('image_features', 'object_features') if self._features else ('image',) if self._image else ()
+    )
 
   def __len__(self) -> int:
     return len(self._examples)
@@ -282,7 +307,8 @@ class DataSource:
     if self._features:
       kept = sequence.slot_dets(ex['dets'].astype(np.int64))
       ex['visual_features'] = np.concatenate(
-          [row['image_features'][None], row['object_features'][kept]], 0)
+        [row['image_features'][None], row['object_features'][kept]], 0
+      )
     elif self._image == 'decoded':
       ex['image'] = decode_jpeg(row['image'])
     elif self._image == 'jpeg':
@@ -295,10 +321,10 @@ class Builder(tfds_util.BeamOrGenerator, tfds.core.GeneratorBasedBuilder):
 
   VERSION = tfds.core.Version('2.0.0')
   RELEASE_NOTES = {
-      '1.0.0': 'Initial release.',
-      '2.0.0': 'Images and features stored once per image, in the image '
-               'table configs (images, images_features); examples refer to '
-               'them by image_index.',
+    '1.0.0': 'Initial release.',
+    '2.0.0': 'Images and features stored once per image, in the image '
+    'table configs (images, images_features); examples refer to '
+    'them by image_index.',
   }
   BUILDER_CONFIGS = _configs()
   MANUAL_DOWNLOAD_INSTRUCTIONS = """\
@@ -312,51 +338,68 @@ class Builder(tfds_util.BeamOrGenerator, tfds.core.GeneratorBasedBuilder):
     cfg = self.builder_config
     if cfg.expansion == 'images':
       feats = dict(
-          image_index=np.int32, img_fn=text, width=np.int32, height=np.int32,
-          names=tfds.features.Sequence(text),
-          boxes=tfds.features.Tensor(shape=(None, 4), dtype=np.float32),
-          box_scores=tfds.features.Tensor(shape=(None,), dtype=np.float32),
+        image_index=np.int32,
+        img_fn=text,
+        width=np.int32,
+        height=np.int32,
+        names=tfds.features.Sequence(text),
+        boxes=tfds.features.Tensor(shape=(None, 4), dtype=np.float32),
+        box_scores=tfds.features.Tensor(shape=(None,), dtype=np.float32),
       )
       if cfg.with_features:
         # Raw float32 bytes: read back with one np.frombuffer (`_read`).
         feats['image_features'] = tfds.features.Tensor(
-            shape=(records_lib.FEATURE_DIM,), dtype=np.float32,
-            encoding=tfds.features.Encoding.BYTES)
+          shape=(records_lib.FEATURE_DIM,), dtype=np.float32, encoding=tfds.features.Encoding.BYTES
+        )
         feats['object_features'] = tfds.features.Tensor(
-            shape=(None, records_lib.FEATURE_DIM), dtype=np.float32,
-            encoding=tfds.features.Encoding.BYTES)
+          shape=(None, records_lib.FEATURE_DIM),
+          dtype=np.float32,
+          encoding=tfds.features.Encoding.BYTES,
+        )
       else:
-        feats['image'] = tfds.features.Image(shape=(None, None, 3),
-                                             encoding_format='jpeg')
+        feats['image'] = tfds.features.Image(shape=(None, None, 3), encoding_format='jpeg')
     else:
       feats = dict(
-          expansion_index=np.int32, event_idx=np.int32, image_index=np.int32,
-          img_fn=text, movie=text, metadata_fn=text, split=text, place=text,
-          event=text, event_name=text, relation=text,
-          inference_text=text, inference_text_name=text,
-          references=tfds.features.Sequence(text),
-          references_name=tfds.features.Sequence(text),
-          person_keys=tfds.features.Sequence(text),
-          rank_key=text,
-          dets=tfds.features.Tensor(shape=(None,), dtype=np.int32),
+        expansion_index=np.int32,
+        event_idx=np.int32,
+        image_index=np.int32,
+        img_fn=text,
+        movie=text,
+        metadata_fn=text,
+        split=text,
+        place=text,
+        event=text,
+        event_name=text,
+        relation=text,
+        inference_text=text,
+        inference_text_name=text,
+        references=tfds.features.Sequence(text),
+        references_name=tfds.features.Sequence(text),
+        person_keys=tfds.features.Sequence(text),
+        rank_key=text,
+        dets=tfds.features.Tensor(shape=(None,), dtype=np.int32),
       )
     return self.dataset_info_from_configs(
-        features=tfds.features.FeaturesDict(feats),
-        # Official expansion order: data_source[i] is expansion index i (and
-        # image table row i is image_index i).
-        disable_shuffling=True,
-        homepage='https://visualcomet.xyz',
-        citation=('@inproceedings{park2020visualcomet, title={VisualCOMET: '
-                  'Reasoning about the Dynamic Context of a Still Image}, '
-                  'author={Park, Jae Sung and Bhagavatula, Chandra and '
-                  'Mottaghi, Roozbeh and Farhadi, Ali and Choi, Yejin}, '
-                  'booktitle={ECCV}, year={2020}}'),
+      features=tfds.features.FeaturesDict(feats),
+      # Official expansion order: data_source[i] is expansion index i (and
+      # image table row i is image_index i).
+      disable_shuffling=True,
+      homepage='https://visualcomet.xyz',
+      citation=(
+        '@inproceedings{park2020visualcomet, title={VisualCOMET: '
+        'Reasoning about the Dynamic Context of a Still Image}, '
+        'author={Park, Jae Sung and Bhagavatula, Chandra and '
+        'Mottaghi, Roozbeh and Farhadi, Ali and Choi, Yejin}, '
+        'booktitle={ECCV}, year={2020}}'
+      ),
     )
 
   def _split_generators(self, dl_manager: tfds.download.DownloadManager):
     root = epath.Path(dl_manager.manual_dir)
-    return {split: self._generate_examples(root, split)
-            for split in _SPLITS[self.builder_config.expansion]}
+    return {
+      split: self._generate_examples(root, split)
+      for split in _SPLITS[self.builder_config.expansion]
+    }
 
   def _generate_examples(self, root: epath.Path, split: str):
     """(expansion index, example): a generator, or a Beam PTransform under Beam.
@@ -371,9 +414,11 @@ class Builder(tfds_util.BeamOrGenerator, tfds.core.GeneratorBasedBuilder):
     table = records_lib.unique_images(recs)
     if cfg.expansion == 'images':
       return self.key_examples(
-          list(enumerate(table)),
-          functools.partial(_table_rows, root=str(root), split=split,
-                            with_features=cfg.with_features))
+        list(enumerate(table)),
+        functools.partial(
+          _table_rows, root=str(root), split=split, with_features=cfg.with_features
+        ),
+      )
     # One work item per run of records that share an image: (first expansion
     # index, first record, end record); the image's metadata is read once.
     groups = []
@@ -386,10 +431,17 @@ class Builder(tfds_util.BeamOrGenerator, tfds.core.GeneratorBasedBuilder):
       k += len(records_lib.expand_record(rec, idx, cfg.expansion))
     row_of = {img_fn: row for row, (_, img_fn, _) in enumerate(table)}
     return self.key_examples(
-        [tuple(g) for g in groups],
-        functools.partial(_image_examples, root=str(root), path=path, split=split,
-                          expansion=cfg.expansion, row_of=row_of,
-                          records=None if self.building_with_beam else recs))
+      [tuple(g) for g in groups],
+      functools.partial(
+        _image_examples,
+        root=str(root),
+        path=path,
+        split=split,
+        expansion=cfg.expansion,
+        row_of=row_of,
+        records=None if self.building_with_beam else recs,
+      ),
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -415,6 +467,5 @@ def _image_examples(group, root, path, split, expansion, row_of, records=None):
     for item in records_lib.expand_record(records[idx], idx, expansion):
       if meta is None:
         meta = records_lib.load_metadata(str(images / item['metadata_fn']))
-      yield k, expansion_example(root, split, expansion, k, item,
-                                 row_of[item['img_fn']], meta)
+      yield k, expansion_example(root, split, expansion, k, item, row_of[item['img_fn']], meta)
       k += 1

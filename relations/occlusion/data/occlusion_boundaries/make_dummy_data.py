@@ -24,12 +24,12 @@ HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dummy_data")
 # (config, image id, annotator, y, x) -> (stored angle, expected boundary,
 # expected internal orientation, expected valid).
 KNOWN = {
-    ("realoob", "test_00000", 0, 5, 7): (-np.pi, True, np.pi, True),
-    ("realoob", "test_00000", 0, 6, 30): (0.0, False, 0.0, False),
-    ("piod", "2008_000002", 0, 10, 33): (-np.pi, True, np.pi, True),
-    ("piod", "2008_000002", 0, 20, 4): (np.nan, True, 0.0, False),
-    ("bsds_ownership", "100007", 1, 9, 31): (-1.25, True, -1.25, True),
-    ("bsds_ownership", "100007", 0, 9, 31): (2.5, False, 0.0, False),
+  ("realoob", "test_00000", 0, 5, 7): (-np.pi, True, np.pi, True),
+  ("realoob", "test_00000", 0, 6, 30): (0.0, False, 0.0, False),
+  ("piod", "2008_000002", 0, 10, 33): (-np.pi, True, np.pi, True),
+  ("piod", "2008_000002", 0, 20, 4): (np.nan, True, 0.0, False),
+  ("bsds_ownership", "100007", 1, 9, 31): (-1.25, True, -1.25, True),
+  ("bsds_ownership", "100007", 0, 9, 31): (2.5, False, 0.0, False),
 }
 
 
@@ -40,8 +40,7 @@ def _scene(index):
 
 def _jpg(path, rgb):
   os.makedirs(os.path.dirname(path), exist_ok=True)
-  cv2.imwrite(path, np.ascontiguousarray(rgb[..., ::-1]),
-              [cv2.IMWRITE_JPEG_QUALITY, 95])
+  cv2.imwrite(path, np.ascontiguousarray(rgb[..., ::-1]), [cv2.IMWRITE_JPEG_QUALITY, 95])
 
 
 def _plant(config, image_id, annotator, b, o, v):
@@ -51,8 +50,10 @@ def _plant(config, image_id, annotator, b, o, v):
 
 
 def make_realoob(root):
-  ids = {"train": ["train_00000", "train_00001", "train_00002"],
-         "test": ["test_00000", "test_00001"]}
+  ids = {
+    "train": ["train_00000", "train_00001", "train_00002"],
+    "test": ["test_00000", "test_00001"],
+  }
   k = 0
   for split, names in ids.items():
     for image_id in names:
@@ -61,18 +62,18 @@ def make_realoob(root):
       b, o, v = sc["boundaries"], sc["orientation"].astype(np.float64), sc["valid"]
       _plant("realoob", image_id, 0, b, o, v)
       synthetic_occlusion._write_image(  # pylint: disable=protected-access
-          os.path.join(root, "images", image_id + ".png"), sc["image"])
+        os.path.join(root, "images", image_id + ".png"), sc["image"]
+      )
       realoob_io.write_gt(root, image_id, b, o, v, depth_m=sc["depth"])
     realoob_io.write_split(root, split, names)
-  hn = synthetic_occlusion.render_scene(np.random.default_rng(3), *SIZE,
-                                        hard_negative=True)
+  hn = synthetic_occlusion.render_scene(np.random.default_rng(3), *SIZE, hard_negative=True)
   synthetic_occlusion._write_image(  # pylint: disable=protected-access
-      os.path.join(root, "hard_negatives", "hardneg_00000.png"), hn["image"])
+    os.path.join(root, "hard_negatives", "hardneg_00000.png"), hn["image"]
+  )
 
 
 def make_piod(root):
-  train, test = ["2008_000001", "2008_000003", "2008_000004"], [
-      "2008_000002", "2008_000005"]
+  train, test = ["2008_000001", "2008_000003", "2008_000004"], ["2008_000002", "2008_000005"]
   for k, image_id in enumerate(sorted(train + test)):
     sc = _scene(10 + k)
     b, o, v = sc["boundaries"], sc["orientation"].astype(np.float64), sc["valid"]
@@ -80,8 +81,7 @@ def make_piod(root):
     ys, xs = np.nonzero(b)
     half = len(ys) // 2  # two fragments, so the cell array has several
     frags = [(ys[:half], xs[:half]), (ys[half:], xs[half:])]
-    occlusion_formats.write_piod(os.path.join(root, "Data", image_id + ".mat"),
-                                 o, frags)
+    occlusion_formats.write_piod(os.path.join(root, "Data", image_id + ".mat"), o, frags)
     _jpg(os.path.join(root, "JPEGImages", image_id + ".jpg"), sc["image"])
   with open(os.path.join(root, "val_doc_2010.txt"), "w") as f:
     f.write("".join(i + "\n" for i in test))
@@ -103,15 +103,12 @@ def make_bsds(root):
         v = b.copy()
         _plant("bsds_ownership", image_id, a, b, o, v)
         anns.append((b.astype(np.float64), o))
-      occlusion_formats.write_bsds_ownership(
-          os.path.join(root, folder, image_id + ".mat"), anns)
-      _jpg(os.path.join(root, "BSDS300", "images", "train", image_id + ".jpg"),
-           sc["image"])
+      occlusion_formats.write_bsds_ownership(os.path.join(root, folder, image_id + ".mat"), anns)
+      _jpg(os.path.join(root, "BSDS300", "images", "train", image_id + ".jpg"), sc["image"])
 
 
 def main():
-  for name, fn in (("realoob", make_realoob), ("piod", make_piod),
-                   ("bsds_ownership", make_bsds)):
+  for name, fn in (("realoob", make_realoob), ("piod", make_piod), ("bsds_ownership", make_bsds)):
     d = os.path.join(HERE, name)
     shutil.rmtree(d, ignore_errors=True)
     fn(d)

@@ -41,29 +41,35 @@ def sparse_labels(boundaries, orientation, valid):
   """Dense [A, H, W] labels -> the `ob/*` features (module docstring)."""
   a, h, w = np.shape(boundaries)
   ann, flat = np.nonzero(np.asarray(boundaries).reshape(a, -1))
-  return {"annotators": a, "height": h, "width": w,
-          "index": flat.astype(np.int32), "annotator": ann.astype(np.int32),
-          "orientation": np.asarray(orientation, np.float32).reshape(
-              len(boundaries), -1)[ann, flat],
-          "valid": np.asarray(valid, bool).reshape(len(boundaries), -1)[ann, flat]}
+  return {
+    "annotators": a,
+    "height": h,
+    "width": w,
+    "index": flat.astype(np.int32),
+    "annotator": ann.astype(np.int32),
+    "orientation": np.asarray(orientation, np.float32).reshape(len(boundaries), -1)[ann, flat],
+    "valid": np.asarray(valid, bool).reshape(len(boundaries), -1)[ann, flat],
+  }
 
 
 class Builder(tfds_util.BeamOrGenerator, tfds.core.GeneratorBasedBuilder):
   """Oriented occlusion boundaries (RealOOB layout, PIOD, BSDS ownership)."""
 
   VERSION = tfds.core.Version("1.1.0")
-  RELEASE_NOTES = {"1.0.0": "Initial release.",
-                   "1.1.0": "Sparse OB pixels (ob/*) for cheap training reads."}
+  RELEASE_NOTES = {
+    "1.0.0": "Initial release.",
+    "1.1.0": "Sparse OB pixels (ob/*) for cheap training reads.",
+  }
   BUILDER_CONFIGS = [
-      tfds.core.BuilderConfig(
-          name="realoob",
-          description="The project's RealOOB layout; also what "
-          "relations.occlusion.data.synthetic writes."),
-      tfds.core.BuilderConfig(
-          name="piod", description="PASCAL Instance Occlusion Dataset."),
-      tfds.core.BuilderConfig(
-          name="bsds_ownership",
-          description="BSDS figure/ground ownership (several annotators)."),
+    tfds.core.BuilderConfig(
+      name="realoob",
+      description="The project's RealOOB layout; also what "
+      "relations.occlusion.data.synthetic writes.",
+    ),
+    tfds.core.BuilderConfig(name="piod", description="PASCAL Instance Occlusion Dataset."),
+    tfds.core.BuilderConfig(
+      name="bsds_ownership", description="BSDS figure/ground ownership (several annotators)."
+    ),
   ]
   MANUAL_DOWNLOAD_INSTRUCTIONS = """
   Place each dataset under `<manual_dir>/<config>/` (or directly in
@@ -91,34 +97,32 @@ class Builder(tfds_util.BeamOrGenerator, tfds.core.GeneratorBasedBuilder):
 
   def _info(self):
     ann = lambda dtype: tfds.features.Tensor(  # pylint: disable=g-long-lambda
-        shape=(None, None, None), dtype=dtype, encoding=_ZLIB)
+      shape=(None, None, None), dtype=dtype, encoding=_ZLIB
+    )
     return self.dataset_info_from_configs(
-        features=tfds.features.FeaturesDict({
-            "id": tfds.features.Text(),
-            "image": tfds.features.Image(shape=(None, None, 3)),
-            "boundaries": ann(np.bool_),
-            "orientation": ann(np.float32),
-            "valid": ann(np.bool_),
-            "depth": tfds.features.Tensor(shape=(None, None), dtype=np.float32,
-                                          encoding=_ZLIB),
-            "hard_negative": tfds.features.Scalar(dtype=np.bool_),
-            "ob": tfds.features.FeaturesDict({
-                "annotators": tfds.features.Scalar(dtype=np.int32),
-                "height": tfds.features.Scalar(dtype=np.int32),
-                "width": tfds.features.Scalar(dtype=np.int32),
-                "index": tfds.features.Tensor(shape=(None,), dtype=np.int32,
-                                              encoding=_ZLIB),
-                "annotator": tfds.features.Tensor(shape=(None,),
-                                                  dtype=np.int32,
-                                                  encoding=_ZLIB),
-                "orientation": tfds.features.Tensor(shape=(None,),
-                                                    dtype=np.float32,
-                                                    encoding=_ZLIB),
-                "valid": tfds.features.Tensor(shape=(None,), dtype=np.bool_,
-                                              encoding=_ZLIB),
-            }),
-        }),
-        homepage="https://github.com/GuoxiaWang/DOOBNet",
+      features=tfds.features.FeaturesDict(
+        {
+          "id": tfds.features.Text(),
+          "image": tfds.features.Image(shape=(None, None, 3)),
+          "boundaries": ann(np.bool_),
+          "orientation": ann(np.float32),
+          "valid": ann(np.bool_),
+          "depth": tfds.features.Tensor(shape=(None, None), dtype=np.float32, encoding=_ZLIB),
+          "hard_negative": tfds.features.Scalar(dtype=np.bool_),
+          "ob": tfds.features.FeaturesDict(
+            {
+              "annotators": tfds.features.Scalar(dtype=np.int32),
+              "height": tfds.features.Scalar(dtype=np.int32),
+              "width": tfds.features.Scalar(dtype=np.int32),
+              "index": tfds.features.Tensor(shape=(None,), dtype=np.int32, encoding=_ZLIB),
+              "annotator": tfds.features.Tensor(shape=(None,), dtype=np.int32, encoding=_ZLIB),
+              "orientation": tfds.features.Tensor(shape=(None,), dtype=np.float32, encoding=_ZLIB),
+              "valid": tfds.features.Tensor(shape=(None,), dtype=np.bool_, encoding=_ZLIB),
+            }
+          ),
+        }
+      ),
+      homepage="https://github.com/GuoxiaWang/DOOBNet",
     )
 
   def _root(self, dl_manager):
@@ -128,8 +132,7 @@ class Builder(tfds_util.BeamOrGenerator, tfds.core.GeneratorBasedBuilder):
 
   def _split_generators(self, dl_manager):
     root = self._root(dl_manager)
-    return {split: self._generate_examples(root, split)
-            for split in ("train", "test")}
+    return {split: self._generate_examples(root, split) for split in ("train", "test")}
 
   def _generate_examples(self, root, split):
     """(id, example) of `split` from the config's on-disk format.
@@ -145,8 +148,10 @@ class Builder(tfds_util.BeamOrGenerator, tfds.core.GeneratorBasedBuilder):
     elif name == "piod":
       items = [("piod", root, image_id) for image_id in _piod_ids(root)[split]]
     elif name == "bsds_ownership":
-      items = [("bsds", root, image_id)
-               for image_id in _bsds_ids(root, {"train": "trainfg", "test": "testfg"}[split])]
+      items = [
+        ("bsds", root, image_id)
+        for image_id in _bsds_ids(root, {"train": "trainfg", "test": "testfg"}[split])
+      ]
     else:
       raise ValueError(f"unknown config {name!r}")
     return self.key_examples(items, _read_item)
@@ -159,8 +164,7 @@ def _read_item(item):
     img = realoob_io.image_path(root, arg)
     depth_path = realoob_io.field_path(root, realoob_io.DEPTH, arg)
     gt = realoob_io.read_gt(root, arg, with_depth=epath.Path(depth_path).is_file())
-    gt["orientation"] = occlusion_formats.to_internal_angle(
-        gt["orientation"]) * gt["boundaries"]
+    gt["orientation"] = occlusion_formats.to_internal_angle(gt["orientation"]) * gt["boundaries"]
     _check_image_size(img, gt["boundaries"].shape)
     return [_example(arg, img, [gt], gt.get("depth"))]
   if kind == "hard_negative":
@@ -189,15 +193,14 @@ def _example(image_id, image_path, anns, depth=None, hard_negative=False):
   orientation = np.stack([a["orientation"] for a in anns])
   valid = np.stack([a["valid"] for a in anns])
   return image_id, {
-      "id": image_id,
-      "image": image_path,
-      "boundaries": boundaries,
-      "orientation": orientation,
-      "valid": valid,
-      "depth": (np.zeros((h, w), np.float32) if depth is None
-                else depth.astype(np.float32)),
-      "hard_negative": hard_negative,
-      "ob": sparse_labels(boundaries, orientation, valid),
+    "id": image_id,
+    "image": image_path,
+    "boundaries": boundaries,
+    "orientation": orientation,
+    "valid": valid,
+    "depth": (np.zeros((h, w), np.float32) if depth is None else depth.astype(np.float32)),
+    "hard_negative": hard_negative,
+    "ob": sparse_labels(boundaries, orientation, valid),
   }
 
 
@@ -220,25 +223,26 @@ def _bsds_ids(root, folder):
   d = os.path.join(root, folder)
   if not epath.Path(d).is_dir():
     raise occlusion_formats.OcclusionFormatError(
-        f"{d}: BSDS-ownership annotation folder is missing")
-  return [(folder, name[:-4]) for name in sorted(p.name for p in epath.Path(d).iterdir())
-          if name.endswith(".mat")]
+      f"{d}: BSDS-ownership annotation folder is missing"
+    )
+  return [
+    (folder, name[:-4])
+    for name in sorted(p.name for p in epath.Path(d).iterdir())
+    if name.endswith(".mat")
+  ]
 
 
 def _piod_ids(root):
   """{'train': ids, 'test': ids}: val_doc_2010.txt is test, other Data/ train."""
   val_path = os.path.join(root, "val_doc_2010.txt")
   if not epath.Path(val_path).is_file():
-    raise occlusion_formats.OcclusionFormatError(
-        f"{val_path}: PIOD test list is missing")
+    raise occlusion_formats.OcclusionFormatError(f"{val_path}: PIOD test list is missing")
   lines = epath.Path(val_path).read_text(encoding="utf-8").splitlines()
   test_ids = sorted({l.strip() for l in lines if l.strip()})
   data = os.path.join(root, "Data")
   if not epath.Path(data).is_dir():
-    raise occlusion_formats.OcclusionFormatError(
-        f"{data}: PIOD annotation folder is missing")
-  all_ids = sorted(p.name[:-4] for p in epath.Path(data).iterdir()
-                   if p.name.endswith(".mat"))
+    raise occlusion_formats.OcclusionFormatError(f"{data}: PIOD annotation folder is missing")
+  all_ids = sorted(p.name[:-4] for p in epath.Path(data).iterdir() if p.name.endswith(".mat"))
   test_set = set(test_ids)
   return {"train": [i for i in all_ids if i not in test_set], "test": test_ids}
 
@@ -248,16 +252,15 @@ def _image_size(path):
   if not epath.Path(path).is_file():
     raise occlusion_formats.OcclusionFormatError(f"{path}: image is missing")
   from PIL import Image  # pylint: disable=g-import-not-at-top
+
   try:
     with Image.open(path) as im:
       w, h = im.size
       mode = im.mode
   except Exception as e:  # PIL raises several types.
-    raise occlusion_formats.OcclusionFormatError(
-        f"{path}: not a readable image ({e})") from e
+    raise occlusion_formats.OcclusionFormatError(f"{path}: not a readable image ({e})") from e
   if mode != "RGB":
-    raise occlusion_formats.OcclusionFormatError(
-        f"{path}: image must be RGB, got mode {mode}")
+    raise occlusion_formats.OcclusionFormatError(f"{path}: image must be RGB, got mode {mode}")
   return h, w
 
 
@@ -265,5 +268,5 @@ def _check_image_size(path, shape):
   hw = _image_size(path)
   if hw != tuple(shape):
     raise occlusion_formats.OcclusionFormatError(
-        f"{path}: image is {hw[0]}x{hw[1]}, annotation is "
-        f"{shape[0]}x{shape[1]}")
+      f"{path}: image is {hw[0]}x{hw[1]}, annotation is {shape[0]}x{shape[1]}"
+    )

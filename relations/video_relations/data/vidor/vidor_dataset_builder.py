@@ -76,34 +76,40 @@ class Builder(tfds_util.BeamOrGenerator, tfds.core.GeneratorBasedBuilder):
   """VidOR: frames, object trajectories and relation instances per video."""
 
   VERSION = tfds.core.Version("1.0.0")
-  RELEASE_NOTES = {"1.0.0": "Initial release: sampled JPEG frames, boxes, "
-                            "relations with native and sampled frame ids."}
+  RELEASE_NOTES = {
+    "1.0.0": "Initial release: sampled JPEG frames, boxes, "
+    "relations with native and sampled frame ids."
+  }
   MANUAL_DOWNLOAD_INSTRUCTIONS = _INSTRUCTIONS
   BUILDER_CONFIGS = [
-      vrd_video.make_config(6, 96, "Synthetic demo: 6 fps, short side 96."),
-      vrd_video.make_config(4, 224, "4 fps, short side 224 (paper config: "
-                            "4 sampled frames per 30-frame segment)."),
-      vrd_video.make_config(2, 224, "2 fps, short side 224."),
-      vrd_video.make_config(1, 320, "1 fps, short side 320."),
+    vrd_video.make_config(6, 96, "Synthetic demo: 6 fps, short side 96."),
+    vrd_video.make_config(
+      4, 224, "4 fps, short side 224 (paper config: 4 sampled frames per 30-frame segment)."
+    ),
+    vrd_video.make_config(2, 224, "2 fps, short side 224."),
+    vrd_video.make_config(1, 320, "1 fps, short side 320."),
   ]
 
   def _info(self) -> tfds.core.DatasetInfo:
     return self.dataset_info_from_configs(
-        features=vrd_video.features(vrd_categories.VIDOR_OBJECT_CATEGORIES,
-                                    vrd_categories.VIDOR_PREDICATES),
-        homepage="https://xdshang.github.io/docs/vidor.html",
+      features=vrd_video.features(
+        vrd_categories.VIDOR_OBJECT_CATEGORIES, vrd_categories.VIDOR_PREDICATES
+      ),
+      homepage="https://xdshang.github.io/docs/vidor.html",
     )
 
   def _split_generators(self, dl_manager):
     root = epath.Path(dl_manager.manual_dir)
-    found = {split: root / "annotation" / folder
-             for split, folder in _SPLITS.items()
-             if (root / "annotation" / folder).is_dir()}
+    found = {
+      split: root / "annotation" / folder
+      for split, folder in _SPLITS.items()
+      if (root / "annotation" / folder).is_dir()
+    }
     if not found:
       raise vrd_video.missing_layout_error(
-          root, [f"annotation/{f}" for f in _SPLITS.values()], _INSTRUCTIONS)
-    return {split: self._generate_examples(root, folder)
-            for split, folder in found.items()}
+        root, [f"annotation/{f}" for f in _SPLITS.values()], _INSTRUCTIONS
+      )
+    return {split: self._generate_examples(root, folder) for split, folder in found.items()}
 
   def _generate_examples(self, root: epath.Path, folder: epath.Path):
     """(video id, example) per annotation file: a generator, or a Beam PTransform under Beam."""
@@ -112,26 +118,40 @@ class Builder(tfds_util.BeamOrGenerator, tfds.core.GeneratorBasedBuilder):
       raise FileNotFoundError(f"{folder}: no <group>/<video_id>.json files")
     # Paths travel as strings (picklable to Beam workers on any filesystem).
     return self.key_examples(
-        [str(p) for p in files],
-        functools.partial(_video_example, root=str(root), config=self.builder_config))
+      [str(p) for p in files],
+      functools.partial(_video_example, root=str(root), config=self.builder_config),
+    )
 
 
 def _video_example(path: str, root: str, config: vrd_video.VrdConfig):
   """[(video id, example)] of one VidOR annotation file and its video (decoded here)."""
   path = epath.Path(path)
   anno = vrd_json.read_annotation(
-      path, dataset="vidor",
-      categories=vrd_categories.VIDOR_OBJECT_CATEGORIES,
-      predicates=vrd_categories.VIDOR_PREDICATES)
+    path,
+    dataset="vidor",
+    categories=vrd_categories.VIDOR_OBJECT_CATEGORIES,
+    predicates=vrd_categories.VIDOR_PREDICATES,
+  )
   group = path.parent.name
   if anno.video_id != path.stem:
     raise vrd_json.AnnotationError(
-        f"{path}: field 'video_id' {anno.video_id!r} does not match the "
-        "file name")
+      f"{path}: field 'video_id' {anno.video_id!r} does not match the file name"
+    )
   rel = f"{group}/{anno.video_id}.mp4"
   if anno.video_path is not None and anno.video_path != rel:
-    logging.warning("%s: video_path %r differs from the layout; using %s",
-                    path, anno.video_path, rel)
-  return [(anno.video_id, vrd_video.make_example(
-      anno, epath.Path(root) / "video" / rel, f"video/{rel}", config,
-      vrd_categories.object_to_id("vidor"), vrd_categories.predicate_to_id("vidor")))]
+    logging.warning(
+      "%s: video_path %r differs from the layout; using %s", path, anno.video_path, rel
+    )
+  return [
+    (
+      anno.video_id,
+      vrd_video.make_example(
+        anno,
+        epath.Path(root) / "video" / rel,
+        f"video/{rel}",
+        config,
+        vrd_categories.object_to_id("vidor"),
+        vrd_categories.predicate_to_id("vidor"),
+      ),
+    )
+  ]

@@ -48,21 +48,24 @@ class Builder(tfds_util.BeamOrGenerator, tfds.core.GeneratorBasedBuilder):
   """ImageNet-VidVRD: frames, trajectories and relation instances per video."""
 
   VERSION = tfds.core.Version("1.0.0")
-  RELEASE_NOTES = {"1.0.0": "Initial release: sampled JPEG frames, boxes, "
-                            "relations with native and sampled frame ids."}
+  RELEASE_NOTES = {
+    "1.0.0": "Initial release: sampled JPEG frames, boxes, "
+    "relations with native and sampled frame ids."
+  }
   MANUAL_DOWNLOAD_INSTRUCTIONS = _INSTRUCTIONS
   BUILDER_CONFIGS = [
-      vrd_video.make_config(6, 96, "6 fps, short side 96."),
-      vrd_video.make_config(4, 224, "4 fps, short side 224 (paper config)."),
-      vrd_video.make_config(2, 224, "2 fps, short side 224."),
-      vrd_video.make_config(1, 320, "1 fps, short side 320."),
+    vrd_video.make_config(6, 96, "6 fps, short side 96."),
+    vrd_video.make_config(4, 224, "4 fps, short side 224 (paper config)."),
+    vrd_video.make_config(2, 224, "2 fps, short side 224."),
+    vrd_video.make_config(1, 320, "1 fps, short side 320."),
   ]
 
   def _info(self) -> tfds.core.DatasetInfo:
     return self.dataset_info_from_configs(
-        features=vrd_video.features(vrd_categories.VIDVRD_OBJECT_CATEGORIES,
-                                    vrd_categories.VIDVRD_PREDICATES),
-        homepage="https://xdshang.github.io/docs/imagenet-vidvrd.html",
+      features=vrd_video.features(
+        vrd_categories.VIDVRD_OBJECT_CATEGORIES, vrd_categories.VIDVRD_PREDICATES
+      ),
+      homepage="https://xdshang.github.io/docs/imagenet-vidvrd.html",
     )
 
   def _split_generators(self, dl_manager):
@@ -78,22 +81,35 @@ class Builder(tfds_util.BeamOrGenerator, tfds.core.GeneratorBasedBuilder):
     if not files:
       raise FileNotFoundError(f"{folder}: no <video_id>.json files")
     return self.key_examples(
-        [str(p) for p in files],
-        functools.partial(_video_example, root=str(root), config=self.builder_config))
+      [str(p) for p in files],
+      functools.partial(_video_example, root=str(root), config=self.builder_config),
+    )
 
 
 def _video_example(path: str, root: str, config: vrd_video.VrdConfig):
   """[(video id, example)] of one VidVRD annotation file and its video (decoded here)."""
   path = epath.Path(path)
   anno = vrd_json.read_annotation(
-      path, dataset="vidvrd",
-      categories=vrd_categories.VIDVRD_OBJECT_CATEGORIES,
-      predicates=vrd_categories.VIDVRD_PREDICATES)
+    path,
+    dataset="vidvrd",
+    categories=vrd_categories.VIDVRD_OBJECT_CATEGORIES,
+    predicates=vrd_categories.VIDVRD_PREDICATES,
+  )
   if anno.video_id != path.stem:
     raise vrd_json.AnnotationError(
-        f"{path}: field 'video_id' {anno.video_id!r} does not match the "
-        "file name")
+      f"{path}: field 'video_id' {anno.video_id!r} does not match the file name"
+    )
   rel = f"videos/{anno.video_id}.mp4"
-  return [(anno.video_id, vrd_video.make_example(
-      anno, epath.Path(root) / rel, rel, config,
-      vrd_categories.object_to_id("vidvrd"), vrd_categories.predicate_to_id("vidvrd")))]
+  return [
+    (
+      anno.video_id,
+      vrd_video.make_example(
+        anno,
+        epath.Path(root) / rel,
+        rel,
+        config,
+        vrd_categories.object_to_id("vidvrd"),
+        vrd_categories.predicate_to_id("vidvrd"),
+      ),
+    )
+  ]
