@@ -49,6 +49,7 @@ from relations.commonsense.generation import official
 from relations.commonsense import model as vl_generator
 from relations.commonsense import task
 from relations.commonsense.text import person_tags
+from relations.commonsense.text import sequence
 from relations.train import eval_loop
 
 HEADLINE = (
@@ -224,7 +225,7 @@ class Evaluator:
       example = src[first[key]]
       out = None
       ids = np.zeros((c_max, full), np.int32)
-      labels = np.full((c_max, full), vl_generator.IGNORE, np.int32)
+      labels = np.full((c_max, full), sequence.IGNORE, np.int32)
       mask = np.zeros((c_max, full), bool)
       for c, idx in enumerate(query["candidates"]):
         if not 0 <= idx < len(records):
@@ -242,7 +243,7 @@ class Evaluator:
         )
         lab = enc["labels"]
         # Only the inference span is scored, never the EP spans.
-        lab[: rel + 1] = vl_generator.IGNORE
+        lab[: rel + 1] = sequence.IGNORE
         if out is None:
           out = {k: v for k, v in enc.items() if k != "labels"}
         ids[c] = enc["input_ids"][rel:]
@@ -254,7 +255,7 @@ class Evaluator:
       # attends to (causal): cut them, to a width rounded up to 8 (one
       # compilation per width; the official layout's 23-token inference
       # segment scores 24 of the 50 positions after the prompt).
-      last = int(np.max(np.nonzero(labels != vl_generator.IGNORE)[1]))
+      last = int(np.max(np.nonzero(labels != sequence.IGNORE)[1]))
       width = min(full, -(-(last + 1) // 8) * 8)
       out.update(cand_ids=ids[:, :width], cand_labels=labels[:, :width], cand_mask=mask[:, :width])
       return out
