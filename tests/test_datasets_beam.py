@@ -259,7 +259,7 @@ def test_registry_registers_all_four_builders():
 def test_prepare_list(capsys):
   assert prepare.main(["--list"]) == 0
   lines = capsys.readouterr().out.splitlines()
-  assert lines[2] == "vidvrd: fps6_short96, fps2_short224, fps1_short320"
+  assert lines[2] == "vidvrd: fps6_short96, fps4_short224, fps2_short224, fps1_short320"
   assert len(lines) == 4
 
 

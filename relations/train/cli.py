@@ -50,6 +50,29 @@ def parse(argv: Sequence[str], description: str, extra=None, prog: str | None = 
   return args, overrides
 
 
+def _has_prepared_dataset(data_dir) -> bool:
+  """Whether `data_dir` holds a prepared TFDS dataset (`<name>/<config>/<version>/`).
+
+  A run on data prepared elsewhere (a read-only copy, another host's build) needs no release
+  files, so a missing `manual_dir` is only an error when there is nothing prepared to read.
+  """
+  if not isinstance(data_dir, str) or not data_dir:
+    return False
+  if "://" in data_dir:
+    return True  # a bucket: left to TFDS
+  for depth, (root, dirs, files) in enumerate(os.walk(data_dir)):
+    if "dataset_info.json" in files:
+      return True
+    if depth > 200:
+      break
+    dirs[:] = (
+      [d for d in dirs if not d.startswith(".")]
+      if root.count(os.sep) - data_dir.count(os.sep) < 3
+      else []
+    )
+  return False
+
+
 def load_checked_config(spec: str, overrides: Sequence[str]):
   """`config_util.load_config` with every problem an `InputError` naming the config.
 
@@ -67,11 +90,13 @@ def load_checked_config(spec: str, overrides: Sequence[str]):
     raise cli_errors.InputError(msg, file=spec) from None
   data = config.get("data") or {}
   manual_dir = data.get("manual_dir") if hasattr(data, "get") else None
+  data_dir = data.get("data_dir") if hasattr(data, "get") else None
   if (
     isinstance(manual_dir, str)
     and manual_dir
     and "://" not in manual_dir
     and not os.path.isdir(manual_dir)
+    and not _has_prepared_dataset(data_dir)
   ):
     raise cli_errors.InputError(
       f"{manual_dir}: no such directory; expected the dataset's official release files "

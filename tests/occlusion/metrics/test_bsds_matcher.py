@@ -207,9 +207,11 @@ def test_cli_matcher_bsds_records_matcher_and_equals_the_oracle(tmp_path, capsys
 
 def test_missing_pyedgeeval_is_one_line_saying_how_to_install(tmp_path, capsys, monkeypatch):
   monkeypatch.setitem(sys.modules, "pyEdgeEval._lib", None)
-  # Checked before any input is read: the GT path does not even exist.
+  # Checked before any input is read: the directories exist but hold no data at all.
+  (tmp_path / "gt").mkdir()
+  (tmp_path / "pred").mkdir()
   rc = occlusion_cli.main(
-    ["--gt", str(tmp_path / "nowhere"), "--pred", str(tmp_path / "nowhere"), "--matcher", "bsds"]
+    ["--gt", str(tmp_path / "gt"), "--pred", str(tmp_path / "pred"), "--matcher", "bsds"]
   )
   err = capsys.readouterr().err
   assert rc == 2
