@@ -34,7 +34,11 @@ import warnings
 _installed = False
 
 # absl-logged messages from TFDS that are expected on a first build.
-_NOISE = ("has no dataset_info.json",)
+_NOISE = (
+  "has no dataset_info.json",
+  # TFDS about its own feature connectors (builder code paths, not ours).
+  "`FeatureConnector.dtype` is deprecated",
+)
 
 
 @contextlib.contextmanager
