@@ -70,7 +70,7 @@ def abstract_batch(config, batch_size: int | None = None) -> dict[str, jax.Shape
     t, m, p = int(inp.clip_frames), int(inp.max_objects), int(inp.max_pairs)
     h, w = inp.image_size
     return {
-      "frames": s((b, t, h, w, 3), jnp.float32),
+      "frames": s((b, t, h, w, 3), jnp.uint8),  # normalised on device
       "frame_valid": s((b, t), jnp.bool_),
       "frame_time": s((b, t), jnp.float32),
       "boxes": s((b, t, m, 4), jnp.float32),
@@ -109,7 +109,7 @@ def random_batch(shapes, seed=0):
     if v.dtype == jnp.bool_:
       out[k] = rng.random(v.shape) < 0.8
     elif jnp.issubdtype(v.dtype, jnp.integer):
-      hi = {"pairs": 2, "labels": 5}.get(k, 100)
+      hi = 256 if v.dtype == jnp.uint8 else {"pairs": 2, "labels": 5}.get(k, 100)
       out[k] = rng.integers(0, hi, v.shape).astype(v.dtype)
     elif k in ("boxes", "rel_boxes"):
       lo = rng.uniform(0.0, 0.5, v.shape[:-1] + (2,))
