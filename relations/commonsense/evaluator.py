@@ -216,23 +216,18 @@ class Evaluator:
     rel = self.layout.relation_pos
     full = self.layout.max_seq_len - rel
 
-    def load(q):
-      query = queries[q]
-      ctx = records[query["query"]]
-      key = (ctx["event_idx"], ctx["inference_relation"], ctx["inference_text"])
-      if key not in first:
-        raise ValueError(f"{self.ec.split}: no builder example for record {key}")
-      example = src[first[key]]
-      out = None
-      ids = np.zeros((c_max, full), np.int32)
-      labels = np.full((c_max, full), sequence.IGNORE, np.int32)
-      mask = np.zeros((c_max, full), bool)
-      for c, idx in enumerate(query["candidates"]):
-        if not 0 <= idx < len(records):
-          raise ValueError(
-            f"query {q}: candidate index {idx} outside the {len(records)} expanded records"
-          )
-        cand = records[idx]
+    continuations = {}
+
+    def continuation(example, cand):
+      """A candidate's ids, labels and mask from the relation token on.
+
+      The image, event and place segments are each cut or padded to their own width
+      (`sequence.combine_and_pad`), so these positions depend only on the candidate's relation and
+      inference text, not on the query's prompt: each distinct candidate is encoded once, not once
+      per query that draws it.
+      """
+      key = (cand["inference_relation"], cand["inference_text"])
+      if key not in continuations:
         _, name = person_tags.map_numbers_to_det_tokens(cand["inference_text"])
         enc = task.encode(
           example,
@@ -244,11 +239,32 @@ class Evaluator:
         lab = enc["labels"]
         # Only the inference span is scored, never the EP spans.
         lab[: rel + 1] = sequence.IGNORE
-        if out is None:
-          out = {k: v for k, v in enc.items() if k != "labels"}
-        ids[c] = enc["input_ids"][rel:]
-        labels[c] = lab[rel:]
-        mask[c] = enc["token_mask"][rel:]
+        continuations[key] = (enc["input_ids"][rel:], lab[rel:], enc["token_mask"][rel:])
+      return continuations[key]
+
+    def load(q):
+      query = queries[q]
+      ctx = records[query["query"]]
+      key = (ctx["event_idx"], ctx["inference_relation"], ctx["inference_text"])
+      if key not in first:
+        raise ValueError(f"{self.ec.split}: no builder example for record {key}")
+      example = src[first[key]]
+      out = {
+        k: v
+        for k, v in task.encode(
+          example, self.config, with_labels=False, text_given=bool(self.ec.text_given)
+        ).items()
+        if k != "labels"
+      }  # the prompt: positions before the relation token are the same for every candidate
+      ids = np.zeros((c_max, full), np.int32)
+      labels = np.full((c_max, full), sequence.IGNORE, np.int32)
+      mask = np.zeros((c_max, full), bool)
+      for c, idx in enumerate(query["candidates"]):
+        if not 0 <= idx < len(records):
+          raise ValueError(
+            f"query {q}: candidate index {idx} outside the {len(records)} expanded records"
+          )
+        ids[c], labels[c], mask[c] = continuation(example, records[idx])
       n = len(query["candidates"])
       ids[n:], labels[n:], mask[n:] = ids[0], labels[0], mask[0]
       # Positions after the last label are padding that no scored position

@@ -150,3 +150,45 @@ def test_official_record_maps_tags_back_and_cleans_line_breaks(config):
   assert list(rec)[:6] == list(official.FIELDS)
   assert official.file_name("val") == "val_sample_1_num_5_top_k_0_top_p_0.9.json"
   json.dumps(rec)
+
+
+@pytest.mark.parametrize("mode", ["inference", "all"])
+@pytest.mark.parametrize("text_given", [True, False])
+def test_continuation_does_not_depend_on_the_prompt(config, mode, text_given):
+  # Acc@50 (`evaluator.acc50_scores`) encodes each distinct candidate once and reuses its ids,
+  # labels and mask from the relation token on under every query's prompt; and it takes the
+  # prompt from a generation encode. Both rest on this: the image, event and place segments are
+  # cut or padded to their own widths, so the positions from the relation token on depend only on
+  # the relation and the inference. Events and places shorter and longer than their widths.
+  rel = task.layout(config).relation_pos
+  long = " ".join(["in a kitchen"] * 40)
+  prompts = [
+    _example(),
+    _example(event_name=b"<|det3|> is talking", place=long.encode()),
+    _example(event_name=(" ".join(["<|det1|> is talking to <|det3|>"] * 20)).encode()),
+  ]
+  cands = [
+    ("intent", "share a drink with <|det3|>"),
+    ("before", "put on the red apron"),
+    ("before", " ".join(["put on the red apron"] * 30)),  # longer than the inference width
+  ]
+  config = config.copy_and_resolve_references()
+  with config.unlocked():
+    config.loss.mode = mode
+  for relation, name in cands:
+    encs = [
+      task.encode(p, config, inference_name=name, relation=relation, text_given=text_given)
+      for p in prompts
+    ]
+    for k in ("input_ids", "labels", "token_mask"):
+      for e in encs[1:]:
+        np.testing.assert_array_equal(e[k][rel:], encs[0][k][rel:])
+  for p in prompts:
+    prompt = task.encode(p, config, with_labels=False, text_given=text_given)
+    full = task.encode(
+      p, config, inference_name="put on the red apron", relation="before", text_given=text_given
+    )
+    for k in ("input_ids", "token_mask"):
+      np.testing.assert_array_equal(prompt[k][:rel], full[k][:rel])
+    for k in ("slot_mask", "slot_person_ids", "visual_features"):
+      np.testing.assert_array_equal(prompt[k], full[k])
