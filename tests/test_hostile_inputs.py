@@ -543,6 +543,22 @@ ROWS = [
     {},
   ),
   (
+    "vrd-validate-duplicate-video",
+    "validate",
+    "{d}/vrd/sub_dup_video.json",
+    2,
+    ["sub_dup_video.json", "video '0000/1' appears more than once"],
+    {},
+  ),
+  (
+    "vrd-validate-malformed",
+    "validate",
+    "{d}/vrd/sub_deep.json --groundtruth {d}/vrd/gt.json",
+    2,
+    ["sub_deep.json", "nested too deeply"],
+    {},
+  ),
+  (
     "vrd-pred-nan-box",
     "evaluate",
     "vidor --groundtruth {d}/vrd/gt.json --prediction {d}/vrd/sub_nan_box.json",
@@ -1135,6 +1151,7 @@ _MODULES = {
   "predict": "relations.predict",
   "prepare": "relations.datasets.prepare",
   "demo": "relations.demo",
+  "validate": "relations.video_relations.metrics.validate",
 }
 
 

@@ -473,14 +473,17 @@ def validate_file(
   groundtruth: Mapping | None = None,
   protocol: str = "helper",
   dataset: str | None = None,
+  unique_keys: bool = False,
 ) -> Report:
   """`validate_submission` of a `.json` / `.json.xz` file, read into columns
   (`ColumnarValidator`). Raises `fastjson.FormatError` on a file that is not
-  JSON."""
+  JSON, and (`unique_keys`, as the evaluator) on one that repeats a video id
+  or a top-level key; by default a repeated key keeps its last value, as
+  `json.load` would."""
   from relations.video_relations.metrics import fastjson  # pylint: disable=g-import-not-at-top
 
   v = ColumnarValidator(groundtruth, protocol, dataset)
-  for kind, value in fastjson.scan_document(path):
+  for kind, value in fastjson.scan_document(path, unique_keys=unique_keys):
     v.event(kind, value)
   return v.report()
 
@@ -505,9 +508,11 @@ def main(argv=None) -> int:
     table = io.read_groundtruth_table(args.groundtruth, args.dataset)
     gt = {v: int(table.bounds[i + 1] - table.bounds[i]) for i, v in enumerate(table.video_ids)}
   try:
-    rep = validate_file(args.prediction, gt, args.protocol, args.dataset)
+    # The evaluator refuses a submission with a repeated video (a JSON reader would silently keep
+    # only the last one); the validator says so too.
+    rep = validate_file(args.prediction, gt, args.protocol, args.dataset, unique_keys=True)
   except fastjson.FormatError as e:
-    print(f"error: {args.prediction}: {e.detail}", file=sys.stderr)
+    print(f"error: {e.message(args.prediction)}", file=sys.stderr)  # the evaluator's words
     return 2
   print(rep.summary(limit=10**9))
   return 0 if rep.ok else 1
