@@ -13,8 +13,13 @@ prepared data), then times `python -m relations.predict` from outside, as a user
                shard (`relations.train.eval_loop`), process 0 writing and scoring.
 
 Both runs must print the same metrics (every process); the official files must be identical.
+
+Twice: unpinned (each process may use every core: on a 2-core machine one process already runs
+XLA's larger ops on both cores, so a second process adds no compute), and with one core per process
+(process p pinned to core p, as if each process were a host of its own: what adding hosts buys).
 Prints `uptime` before and after, each run's wall time and its own "eval seconds", and as its last
-line: `sharded eval: <task> 1 process X.X s, 2 processes Y.Y s, ratio 2/1 R.RRx`.
+line: `sharded eval: <task> 1 process X.X s, 2 processes Y.Y s, ratio 2/1 R.RRx; one core per
+process X.X s, Y.Y s, ratio 2/1 R.RRx`.
 """
 
 from __future__ import annotations
@@ -74,11 +79,15 @@ def _checkpoint(spec, overrides, workdir):
   return config
 
 
-def _predict(spec, overrides, workdir, nproc, port):
-  """Runs `relations.predict` with `nproc` processes; (wall s, [metrics per process], logs)."""
+def _predict(spec, overrides, workdir, nproc, port, pin=False):
+  """Runs `relations.predict` with `nproc` processes; (wall s, [metrics per process], logs).
+
+  pin: process p runs on CPU core p only (as if each process were a host with one core).
+  """
   procs = []
   t0 = time.perf_counter()
   for pid in range(nproc):
+    preexec = (lambda core=pid: os.sched_setaffinity(0, {core})) if pin else None
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1")
     if nproc > 1:
       env.update(
@@ -91,7 +100,13 @@ def _predict(spec, overrides, workdir, nproc, port):
     cmd += [f"--config.{o}" for o in overrides]
     procs.append(
       subprocess.Popen(
-        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=preexec,
       )
     )
   logs = [p.communicate()[0] for p in procs]
@@ -136,41 +151,51 @@ def main(argv=None):
   if not os.path.isdir(base):
     config = _checkpoint(spec, overrides, base)
     prepare(config)
-  runs = {}
   # A warm-up run (1 process) first: the TFDS splits are read once before timing, like the others.
-  for tag, nproc in (("warm-up", 1), ("1", 1), ("2", 2)):
-    w = os.path.join(root, f"w_{tag}")
-    shutil.rmtree(w, ignore_errors=True)
-    shutil.copytree(base, w)
-    if tag != "warm-up":
-      _uptime(f"before {nproc} process(es)")
-    wall, metrics, logs = _predict(spec, overrides, w, nproc, portpicker.pick_unused_port())
-    if tag == "warm-up":
-      continue
-    runs[nproc] = (w, wall, metrics)
-    print(f"{nproc} process(es): {wall:.1f} s wall", flush=True)
-    for pid, log in enumerate(logs):
-      if _eval_seconds(log):
-        print(f"  process {pid}: {_eval_seconds(log)}")
-  _uptime("after")
-  (w1, t1, m1), (w2, t2, m2) = runs[1], runs[2]
-  same = all(m == m1[0] for m in m2)
-  e1, e2 = os.path.join(w1, "eval"), os.path.join(w2, "eval")
-  files = _files(e1)
-  same_files = files == _files(e2) and all(
-    filecmp.cmp(os.path.join(e1, f), os.path.join(e2, f), shallow=False)
-    for f in files
-    if os.path.basename(f) != "metrics.json"  # names its own workdir
-  )
-  print(f"metrics identical on every process: {same}; official files identical: {same_files}")
+  w = os.path.join(root, "w_warmup")
+  shutil.rmtree(w, ignore_errors=True)
+  shutil.copytree(base, w)
+  _predict(spec, overrides, w, 1, portpicker.pick_unused_port())
+  ratios, ok = {}, True
+  for pin in (False, True):
+    mode = "one core per process" if pin else "unpinned"
+    runs = {}
+    for nproc in (1, 2):
+      w = os.path.join(root, f"w_{nproc}{'_pinned' if pin else ''}")
+      shutil.rmtree(w, ignore_errors=True)
+      shutil.copytree(base, w)
+      _uptime(f"before {nproc} process(es), {mode}")
+      wall, metrics, logs = _predict(spec, overrides, w, nproc, portpicker.pick_unused_port(), pin)
+      runs[nproc] = (w, wall, metrics)
+      print(f"{nproc} process(es), {mode}: {wall:.1f} s wall", flush=True)
+      for pid, log in enumerate(logs):
+        if _eval_seconds(log):
+          print(f"  process {pid}: {_eval_seconds(log)}")
+    (w1, t1, m1), (w2, t2, m2) = runs[1], runs[2]
+    same = all(m == m1[0] for m in m2)
+    e1, e2 = os.path.join(w1, "eval"), os.path.join(w2, "eval")
+    files = _files(e1)
+    same_files = files == _files(e2) and all(
+      filecmp.cmp(os.path.join(e1, f), os.path.join(e2, f), shallow=False)
+      for f in files
+      if os.path.basename(f) != "metrics.json"  # names its own workdir
+    )
+    print(
+      f"{mode}: metrics identical on every process: {same}; official files identical: {same_files}"
+    )
+    ok &= same and same_files
+    ratios[pin] = (t1, t2)
   print(f"metrics: {json.dumps(m1[0], sort_keys=True)}")
+  _uptime("after")
   if not args.keep and not args.workdir:
     shutil.rmtree(root, ignore_errors=True)
+  (t1, t2), (p1, p2) = ratios[False], ratios[True]
   print(
     f"sharded eval: {args.task} 1 process {t1:.1f} s, 2 processes {t2:.1f} s, "
-    f"ratio 2/1 {t2 / t1:.2f}x"
+    f"ratio 2/1 {t2 / t1:.2f}x; one core per process {p1:.1f} s, {p2:.1f} s, "
+    f"ratio 2/1 {p2 / p1:.2f}x"
   )
-  return 0 if same and same_files else 1
+  return 0 if ok else 1
 
 
 if __name__ == "__main__":
