@@ -119,8 +119,8 @@ def test_vit_inputs_normalise_boxes(config):
   finally:
     with config.unlocked():
       config.model.visual = "features"
-  assert out["image"].shape == (64, 64, 3)
-  assert out["image"].min() >= -1 and out["image"].max() <= 1
+  # uint8 on the host (4x fewer bytes between processes); the model normalises it.
+  assert out["image"].shape == (64, 64, 3) and out["image"].dtype == np.uint8
   np.testing.assert_allclose(out["boxes"][:3], [[0, 0, 1, 1], [0, 0, 0.5, 1], [0.25, 0.5, 0.75, 1]])
 
 
