@@ -82,7 +82,9 @@ def make_source(config, expansion: str, split: str, image: str = "decoded"):
 
   `visual=features` configs read the features stored once per image and never
   touch a JPEG; `visual=vit` gets the image decoded, or with `image="jpeg"`
-  still encoded (`encode` then decodes it at the size it needs).
+  still encoded, with the table's training-size copy `image_small` (`encode`
+  then decodes the copy when it is large enough for `data.image_size`, else
+  the original; training and the evaluator read this way).
   """
   from relations.commonsense.data.visualcomet import visualcomet_dataset_builder as vb  # pylint: disable=g-import-not-at-top
 
