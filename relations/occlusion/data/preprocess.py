@@ -112,8 +112,10 @@ def rot90(s, k):
 
 def crop(s, y0, x0, h, w):
   """Crops [y0:y0+h, x0:x0+w]; pads with mask 0 where the crop leaves the
-  image (image 0, labels 0)."""
+  image (image 0, labels 0). A crop inside the image is a view."""
   H, W = s["mask"].shape
+  if y0 >= 0 and x0 >= 0 and y0 + h <= H and x0 + w <= W:
+    return {k: v[y0 : y0 + h, x0 : x0 + w] for k, v in s.items()}
   out = {}
   for k, v in s.items():
     pad = np.zeros((h, w) + v.shape[2:], v.dtype)
@@ -188,20 +190,23 @@ def resize_sample(s, h, w):
   return out
 
 
-# Standard normal quantiles of the 65536 16-bit uniforms (bin midpoints): a
-# table lookup of random uint16 draws is Gaussian noise (to within 1/65536 in
-# probability, |z| <= 4.3) at ~1/5 of the cost of `standard_normal`.
+# Standard normal quantiles of 4096 equiprobable bins (their midpoints): a
+# lookup of random 12-bit integers is Gaussian noise to within 1/4096 in
+# probability (std 0.9998, |z| <= 3.67), at ~1/4 of the cost of
+# `standard_normal`; the 16 KB table stays in the L1 cache.
+_NORMAL_BITS = 12
 _NORMAL_TABLE = None
 
 
 def gaussian_noise(rng, shape):
-  """float32 standard normal noise of `shape` from `rng` (16-bit inverse-CDF table)."""
+  """float32 standard normal noise of `shape` from `rng` (inverse-CDF table, see above)."""
   global _NORMAL_TABLE
+  n = 1 << _NORMAL_BITS
   if _NORMAL_TABLE is None:
     from scipy.special import ndtri  # pylint: disable=g-import-not-at-top
 
-    _NORMAL_TABLE = ndtri((np.arange(65536) + 0.5) / 65536).astype(np.float32)
-  u = rng.integers(0, 65536, int(np.prod(shape)), dtype=np.uint16)
+    _NORMAL_TABLE = ndtri((np.arange(n) + 0.5) / n).astype(np.float32)
+  u = rng.integers(0, n, int(np.prod(shape)), dtype=np.uint16)
   return np.take(_NORMAL_TABLE, u).reshape(shape)
 
 
