@@ -142,7 +142,9 @@ def commonsense_config(root, raw, visual):
 
 # ---------------------------------------------------------------- timing
 def time_one_worker(task, config, seconds, min_examples=20):
-  """(examples / CPU second, ms read, ms preprocess, examples) over this process."""
+  """(examples / CPU second, ms read, ms preprocess, examples) over this process, its allocator
+  set up as the pipeline's preprocessing processes have it (`input_pipeline.tune_allocator`)."""
+  input_pipeline.tune_allocator()
   source = task.make_train_source(config)
   n = len(source)
   rng = np.random.default_rng(0)
