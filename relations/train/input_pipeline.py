@@ -12,10 +12,12 @@ The stream runs on grain (`TrainStream.dataset`): optional worker processes (`nu
 `mp_prefetch`) and reader threads prepare whole batches, so neither changes the data order.
 
 Worker batches travel through reused shared memory (`_ShmRing`): a worker stacks the batch's large
-arrays straight into one of its segments and sends their layout; the main process copies them out
-and marks the segment free for the worker's next batch. A fresh segment per array and batch (grain's
-default) costs ~2.5 us per 4 KiB page to allocate, fault in and free, in the worker and the main
-process, i.e. more than preprocessing itself for feature / frame batches of ~10 MB.
+arrays straight into one of its segments and sends their layout; the main process maps each segment
+once and returns views of it, and the segment goes back to the worker when the batch's last view is
+dropped. A fresh segment per array and batch (grain's default) costs ~2.5 us per 4 KiB page to
+allocate, fault in and free, in the worker and in the main process: about as much as preprocessing
+itself for the ~8-10 MB feature and frame batches, and the main process's share capped what a second
+worker adds.
 
 Evaluation has its own sharded loop (`relations.train.eval_loop`).
 """
