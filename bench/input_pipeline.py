@@ -13,7 +13,11 @@ config's training input (`task.make_train_source` + `task.preprocess_train`):
   stages are read (random access + parse of the stored record) and preprocess (decode, augment,
   targets).
 - 1 vs 2 workers: `TrainStream` with grain worker processes (`num_workers=1` and `2`), wall
-  clock, after a warm-up batch; the ratio is the speed-up of the second worker.
+  clock, after a warm-up batch; the ratio is the speed-up of the second worker. Also the CPU
+  each batch took in the workers and in the main process (/proc), and from it the speed-up two
+  workers reach when both cores are free ("CPU bound": one worker's CPU per batch over half
+  of the workers' + main process's CPU per batch with two): on a machine shared with other
+  work the wall-clock ratio shows the other work too.
 - bytes per example on disk (the split's files / its examples; commonsense also: the split's
   bytes over its unique images' JPEG bytes, and over the features once per image).
 - the rate one accelerator needs, from our cost estimates: occlusion 8 crops per ~26 ms step on a
@@ -138,7 +142,9 @@ def commonsense_config(root, raw, visual):
 
 # ---------------------------------------------------------------- timing
 def time_one_worker(task, config, seconds, min_examples=20):
-  """(examples / CPU second, ms read, ms preprocess, examples) over this process."""
+  """(examples / CPU second, ms read, ms preprocess, examples) over this process, its allocator
+  set up as the pipeline's preprocessing processes have it (`input_pipeline.tune_allocator`)."""
+  input_pipeline.tune_allocator()
   source = task.make_train_source(config)
   n = len(source)
   rng = np.random.default_rng(0)
@@ -159,8 +165,23 @@ def time_one_worker(task, config, seconds, min_examples=20):
   return count / (read + pre), 1e3 * read / count, 1e3 * pre / count, count
 
 
+def _children_cpu():
+  """{pid: CPU seconds} of this process's children (the grain workers), from /proc."""
+  out, me, tick = {}, str(os.getpid()), os.sysconf("SC_CLK_TCK")
+  for stat in glob.glob("/proc/[0-9]*/stat"):
+    try:
+      with open(stat) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+      continue
+    if fields[1] == me:  # ppid
+      out[stat.split("/")[2]] = (int(fields[11]) + int(fields[12])) / tick
+  return out
+
+
 def time_workers(task, config, workers, batches, batch_size):
-  """Examples/s (wall clock) of TrainStream with `workers` grain processes, after one batch."""
+  """(examples/s wall clock, main-process CPU ms per batch, workers' CPU ms per batch) of
+  TrainStream with `workers` grain processes, after one batch."""
   source = task.make_train_source(config)
   stream = input_pipeline.TrainStream(
     source,
@@ -174,10 +195,12 @@ def time_workers(task, config, workers, batches, batch_size):
   )
   it = stream.iterate(0, batches + 1, prefetch=2)
   next(it)  # workers started, first batch done
-  t0 = time.perf_counter()
-  for _ in it:
-    pass
-  return batches * batch_size / (time.perf_counter() - t0)
+  k0, c0, t0 = _children_cpu(), time.process_time(), time.perf_counter()
+  for i, _ in enumerate(it):
+    if i == batches - 1:  # before the workers stop
+      t1, c1, k1 = time.perf_counter(), time.process_time(), _children_cpu()
+  work = sum(v - k0.get(p, 0.0) for p, v in k1.items())
+  return batches * batch_size / (t1 - t0), 1e3 * (c1 - c0) / batches, 1e3 * work / batches
 
 
 def video_padding(task, config, clips=200):
@@ -275,12 +298,28 @@ def main(argv=None):
     bs = {"occlusion": 8, "video_relations": 16}.get(name, 64)
     # Enough batches for ~`seconds_workers` of one worker's work.
     batches = max(args.batches, int(rate * args.seconds_workers / bs))
-    w1 = time_workers(task, config, 1, batches, bs)
-    w2 = time_workers(task, config, 2, batches, bs)
+    w1, main1, work1 = time_workers(task, config, 1, batches, bs)
+    w2, main2, work2 = time_workers(task, config, 2, batches, bs)
     ratios[name] = w2 / w1
-    rows[name] = dict(rate=rate, ms_read=ms_read, ms_pre=ms_pre, count=count, w1=w1, w2=w2)
+    # What 2 workers could reach on 2 free cores, from the CPU each batch took: one worker's
+    # batch time over half the CPU (workers + main process) per batch with two.
+    bound = min(2.0, work1 / ((work2 + main2) / 2))
+    rows[name] = dict(
+      rate=rate,
+      ms_read=ms_read,
+      ms_pre=ms_pre,
+      count=count,
+      w1=w1,
+      w2=w2,
+      bs=bs,
+      main=main2,
+      work=work2,
+      bound=bound,
+    )
     print(
-      f"{name}: {rate:.1f} ex/s/core ({count} examples), 1 worker {w1:.1f}/s, 2 workers {w2:.1f}/s",
+      f"{name}: {rate:.1f} ex/s/core ({count} examples), 1 worker {w1:.1f}/s, 2 workers "
+      f"{w2:.1f}/s; CPU per batch of {bs}: workers {work1:.1f} ms (1) / {work2:.1f} ms (2), "
+      f"main process {main1:.2f} / {main2:.2f} ms; 2-worker bound on 2 free cores {bound:.2f}x",
       flush=True,
     )
 
@@ -324,16 +363,17 @@ def main(argv=None):
   print()
   print(
     "| task (paper config) | ex/s/core (1 worker) | ms read | ms preprocess | "
-    "1 worker ex/s | 2 workers ex/s | 2w/1w | bytes/example on disk | one accelerator needs |"
+    "1 worker ex/s | 2 workers ex/s | 2w/1w | 2w/1w CPU bound | main process ms/batch | "
+    "bytes/example on disk | one accelerator needs |"
   )
-  print("|---|---|---|---|---|---|---|---|---|")
+  print("|---|---|---|---|---|---|---|---|---|---|---|")
   for name, r in rows.items():
     need = NEED.get(name.split()[0], "")
     extra = f" ({ratio_disk[name]:.2f}x unique)" if name in ratio_disk else ""
     print(
       f"| {name} | {r['rate']:.1f} | {r['ms_read']:.2f} | {r['ms_pre']:.2f} | "
-      f"{r['w1']:.1f} | {r['w2']:.1f} | {ratios[name]:.2f}x | "
-      f"{disk[name] / 1e3:.1f} KB{extra} | {need} |"
+      f"{r['w1']:.1f} | {r['w2']:.1f} | {ratios[name]:.2f}x | {r['bound']:.2f}x | "
+      f"{r['main']:.2f} (batch {r['bs']}) | {disk[name] / 1e3:.1f} KB{extra} | {need} |"
     )
   print(
     f"\n2 workers vs 1: {min(ratios.values()):.2f}x (smallest over the tasks); the machine "

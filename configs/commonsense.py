@@ -112,8 +112,9 @@ def get_config(arg=None):
     init_from="",  # HF GPT-2 model.safetensors
   )
   c.loss = dict(mode="all" if arg.ep else "inference")
-  # num_workers: grain worker processes (features: ~1,000 examples/s per v4
-  # chip, several thousand per core; visual=vit decodes a JPEG per example).
+  # num_workers: grain worker processes (~1,000 examples/s per v4 chip;
+  # features: several thousand per core; visual=vit decodes the image table's
+  # 256-px copy, ~1,000 per core: bench/input_pipeline.py).
   c.input = dict(batch_size=64, num_threads=2, num_workers=1 if arg.visual == "features" else 4)
   # Official: AdamW lr 5e-5, eps 1e-8, no weight decay, linear decay to 0,
   # no warm-up, clip 1.0; 5 epochs at batch 64 (~80k steps).

@@ -141,7 +141,8 @@ class Evaluator:
 
   # ---------------------------------------------------------------- generation
   def generation_source(self):
-    src = task.make_source(self.config, "generation", self.ec.split)
+    # visual=vit: the JPEG (and its training-size copy), decoded by `task.encode` as in training.
+    src = task.make_source(self.config, "generation", self.ec.split, image="jpeg")
     n = len(src)
     if int(self.ec.get("max_records", 0)):
       n = min(n, int(self.ec.max_records))
@@ -199,7 +200,7 @@ class Evaluator:
     before the relation token) runs once and its candidates continue it
     (`VLGenerator.continuation_scores`).
     """
-    src = task.make_source(self.config, "training", self.ec.split)
+    src = task.make_source(self.config, "training", self.ec.split, image="jpeg")
     records = rank.expand_records(annotations)
     # Builder examples in the order of the rank expansion; one per
     # (event, relation, inference) key.

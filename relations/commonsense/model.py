@@ -17,7 +17,7 @@ Batch (one example per row; shapes without the batch dim; K = num_slots):
                               otherwise; `sequence.slot_person_ids`).
   visual == "features":  visual_features float32 [K, F] (released 2048-d
                               features, zero rows for empty slots).
-  visual == "vit":       image float32 [H, W, 3] in [-1, 1] and
+  visual == "vit":       image uint8 [H, W, 3] (or float32 in [-1, 1]) and
                               boxes float32 [K, 4] (x1, y1, x2, y2) as
                               fractions of the image size.
 
@@ -128,7 +128,10 @@ class VLGenerator(nn.Module):
     if self.visual == "features":
       feats = batch["visual_features"].astype(jnp.float32)
     else:
-      _, out = self.encoder(batch["image"], train=train)
+      img = batch["image"]
+      if img.dtype == jnp.uint8:  # host batches are uint8 (`task.encode`)
+        img = img.astype(jnp.float32) / 127.5 - 1.0
+      _, out = self.encoder(img, train=train)
       feats = roi_align_mean(out["patch_grid"], batch["boxes"], self.roi_samples)
     x = self.project(feats, train)
     if self.person_grounding:

@@ -82,7 +82,9 @@ def make_source(config, expansion: str, split: str, image: str = "decoded"):
 
   `visual=features` configs read the features stored once per image and never
   touch a JPEG; `visual=vit` gets the image decoded, or with `image="jpeg"`
-  still encoded (`encode` then decodes it at the size it needs).
+  still encoded, with the table's training-size copy `image_small` (`encode`
+  then decodes the copy when it is large enough for `data.image_size`, else
+  the original; training and the evaluator read this way).
   """
   from relations.commonsense.data.visualcomet import visualcomet_dataset_builder as vb  # pylint: disable=g-import-not-at-top
 
@@ -165,7 +167,7 @@ def encode(
 
   Returns:
     input_ids, labels, token_mask [L]; slot_mask, slot_person_ids [K]; and
-    visual_features [K, 2048] or image [S, S, 3] + boxes [K, 4] by
+    visual_features [K, 2048] or image uint8 [S, S, 3] + boxes [K, 4] by
     `config.model.visual` (see `vl_generator`).
   """
   tok = tokenizer(config)
@@ -218,10 +220,13 @@ def _visual(example, config, tok, lay) -> dict[str, np.ndarray]:
     size = int(config.data.image_size)
     img = example["image"]
     if isinstance(img, bytes):  # training source: decoded here, at the size needed
-      img = decode_image(img, size)
+      small = example.get("image_small")
+      hw = _jpeg_size(small) if small is not None else None
+      # The table's training-size copy when it is large enough (~10x fewer bytes to decode).
+      img = decode_image(small if hw is not None and min(hw) >= size else img, size)
     img = Image.fromarray(np.asarray(img, np.uint8))
     img = img.resize((size, size), Image.BILINEAR)
-    out["image"] = np.asarray(img, np.float32) / 127.5 - 1.0
+    out["image"] = np.asarray(img, np.uint8)  # normalised on device (model)
     w, h = float(example["width"]), float(example["height"])
     boxes = np.zeros((k, 4), np.float32)
     boxes[0] = (0.0, 0.0, 1.0, 1.0)

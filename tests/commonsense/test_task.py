@@ -119,9 +119,33 @@ def test_vit_inputs_normalise_boxes(config):
   finally:
     with config.unlocked():
       config.model.visual = "features"
-  assert out["image"].shape == (64, 64, 3)
-  assert out["image"].min() >= -1 and out["image"].max() <= 1
+  # uint8 on the host (4x fewer bytes between processes); the model normalises it.
+  assert out["image"].shape == (64, 64, 3) and out["image"].dtype == np.uint8
   np.testing.assert_allclose(out["boxes"][:3], [[0, 0, 1, 1], [0, 0, 0.5, 1], [0.25, 0.5, 0.75, 1]])
+
+
+def test_vit_decodes_the_training_size_copy_when_large_enough(config):
+  """`image_small` (the image table's 256-px copy) is decoded instead of the JPEG when its short
+  side covers `data.image_size`; otherwise the original is."""
+  import cv2  # pylint: disable=g-import-not-at-top
+
+  def jpeg(value, h, w):
+    return cv2.imencode(".jpg", np.full((h, w, 3), value, np.uint8))[1].tobytes()
+
+  ex = _example(image=jpeg(0, 320, 480), image_small=jpeg(255, 96, 144))  # black / white
+  with config.unlocked():
+    config.model.visual = "vit"
+  try:
+    for size, want in ((64, 255), (96, 255), (128, 0)):
+      with config.unlocked():
+        config.data.image_size = size
+      out = task.encode(ex, config)
+      assert out["image"].shape == (size, size, 3), size
+      assert np.abs(out["image"].astype(int) - want).max() <= 2, size
+  finally:
+    with config.unlocked():
+      config.model.visual = "features"
+      config.data.image_size = 64
 
 
 def test_official_record_maps_tags_back_and_cleans_line_breaks(config):

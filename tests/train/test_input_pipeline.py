@@ -74,3 +74,46 @@ def test_processes_read_disjoint_halves_of_the_global_batch():
       _assert_same(got[s], _reference(s, pi, 2))
   a, b = _stream(0, 0, 0, 2), _stream(0, 0, 1, 2)
   assert not set(a.positions(4)) & set(b.positions(4))
+
+
+def test_worker_batches_in_shared_memory_stay_intact_while_held(monkeypatch):
+  """Large arrays come back as views of the workers' reused shared memory: a batch the consumer
+  holds is never overwritten by later ones, segments are reused, and no name is left behind."""
+  import mmap  # pylint: disable=g-import-not-at-top
+  import os  # pylint: disable=g-import-not-at-top
+
+  names = []
+  call = input_pipeline._Attach.__call__  # pylint: disable=protected-access
+
+  def record(self, batch):
+    names.append(batch.name)
+    return call(self, batch)
+
+  monkeypatch.setattr(input_pipeline._Attach, "__call__", record)  # pylint: disable=protected-access
+  pre = functools.partial(toy_task.preprocess_train, config=toy_task.get_config())
+  src = toy_task.Source(37, 64, 0)  # 8 images of 64x64x3 float32: 393 KB a batch
+
+  def stream(workers):
+    return input_pipeline.TrainStream(src, pre, 8, 3, 0, 1, num_threads=1, num_workers=workers)
+
+  want = {s: stream(0).local_batch_at(s) for s in range(16)}
+  held = {}
+  for s, b in stream(2).iterate(0, 16):
+    assert b["image"].nbytes >= input_pipeline.SHM_MIN_BYTES
+    assert isinstance(b["image"].base.base, mmap.mmap)  # a view of a shared segment
+    assert b["label"].base is None  # small arrays are pickled
+    if s % 4 == 0:
+      held[s] = b  # kept while the workers go on; the others' segments are reused
+    else:
+      _assert_same(b, want[s])
+  assert sorted(held) == [0, 4, 8, 12]
+  for s, b in held.items():
+    _assert_same(b, want[s])
+  assert len(names) == 16 and len(set(names)) < 16  # reused
+  assert not set(names) & set(os.listdir("/dev/shm"))
+
+
+def test_allocator_tuned_once_per_process():
+  # glibc (this image): mallopt accepts both settings; a second call is a no-op.
+  assert input_pipeline.tune_allocator() is True
+  assert input_pipeline.tune_allocator() is True

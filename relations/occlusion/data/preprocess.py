@@ -27,6 +27,10 @@ LABEL_KEYS = ("boundary", "orientation", "valid", "mask")
 wrap_angle = occlusion_formats.to_internal_angle
 
 
+# uint8 -> float32 in [-1, 1], as a lookup table (the same values as the arithmetic).
+_TO_FLOAT = np.arange(256, dtype=np.uint8).astype(np.float32) / 127.5 - 1.0
+
+
 def decode(example, annotator=0):
   """Builder example (see occlusion_boundaries) -> sample.
 
@@ -53,7 +57,7 @@ def decode(example, annotator=0):
     )
   b = np.asarray(example["boundaries"])[annotator]
   return {
-    "image": img.astype(np.float32) / 127.5 - 1.0,
+    "image": cv2.LUT(img, _TO_FLOAT),  # = img.astype(float32) / 127.5 - 1, ~15x faster
     "boundary": b.astype(np.float32),
     "orientation": np.where(b, np.asarray(example["orientation"])[annotator], 0).astype(np.float32),
     "valid": np.asarray(example["valid"])[annotator].astype(np.float32),
@@ -78,10 +82,16 @@ def dense_labels(ob, annotator):
 
 
 def _fix_orientation(s, fn):
+  """Maps the angles of OB pixels through `fn` (wrapped); 0 elsewhere.
+
+  Only the OB pixels (a few % of a crop) are transformed: the same values as
+  wrapping the whole map and masking it.
+  """
   out = dict(s)
-  out["orientation"] = np.where(s["boundary"] > 0, wrap_angle(fn(s["orientation"])), 0).astype(
-    np.float32
-  )
+  on = s["boundary"] > 0
+  theta = np.zeros(on.shape, np.float32)
+  theta[on] = wrap_angle(fn(s["orientation"][on]))
+  out["orientation"] = theta
   return out
 
 
@@ -106,8 +116,10 @@ def rot90(s, k):
 
 def crop(s, y0, x0, h, w):
   """Crops [y0:y0+h, x0:x0+w]; pads with mask 0 where the crop leaves the
-  image (image 0, labels 0)."""
+  image (image 0, labels 0). A crop inside the image is a view."""
   H, W = s["mask"].shape
+  if y0 >= 0 and x0 >= 0 and y0 + h <= H and x0 + w <= W:
+    return {k: v[y0 : y0 + h, x0 : x0 + w] for k, v in s.items()}
   out = {}
   for k, v in s.items():
     pad = np.zeros((h, w) + v.shape[2:], v.dtype)
@@ -182,17 +194,59 @@ def resize_sample(s, h, w):
   return out
 
 
+# Standard normal quantiles of 4096 equiprobable bins (their midpoints): a
+# lookup of random 12-bit integers is Gaussian noise to within 1/4096 in
+# probability (std 0.9998, |z| <= 3.67), at ~1/4 of the cost of
+# `standard_normal`; the 16 KB table stays in the L1 cache.
+_NORMAL_BITS = 12
+_NORMAL_TABLE = None
+
+
+def gaussian_noise(rng, shape):
+  """float32 standard normal noise of `shape` from `rng` (inverse-CDF table, see above)."""
+  global _NORMAL_TABLE
+  n = 1 << _NORMAL_BITS
+  if _NORMAL_TABLE is None:
+    from scipy.special import ndtri  # pylint: disable=g-import-not-at-top
+
+    _NORMAL_TABLE = ndtri((np.arange(n) + 0.5) / n).astype(np.float32)
+  u = rng.integers(0, n, int(np.prod(shape)), dtype=np.uint16)
+  return np.take(_NORMAL_TABLE, u).reshape(shape)
+
+
 def photometric(s, rng, strength=1.0):
-  """Brightness, contrast, per-channel gain, gamma and noise jitter."""
-  img = (s["image"] + 1.0) / 2.0
-  img = img * (1 + strength * rng.uniform(-0.1, 0.1, 3)).astype(np.float32)
-  mean = img.mean()
-  img = (img - mean) * (1 + strength * rng.uniform(-0.3, 0.3)) + mean
-  img = img + strength * rng.uniform(-0.1, 0.1)
-  img = np.clip(img, 0, 1) ** np.exp(strength * rng.uniform(-0.25, 0.25))
-  img = img + strength * 0.01 * rng.standard_normal(img.shape)
+  """Brightness, contrast, per-channel gain, gamma and noise jitter.
+
+  On x = (image + 1) / 2 in [0, 1]: per-channel gain g, contrast c about the
+  mean m of the gained image, brightness b, clip to [0, 1], gamma, additive
+  Gaussian noise (std 0.01), clip; i.e.
+  clip(clip((x g - m) c + m + b, 0, 1) ** gamma + noise, 0, 1). Gain,
+  contrast and brightness are one per-channel affine map of the image; float32
+  throughout.
+  """
+  x = np.ascontiguousarray(s["image"], np.float32)
+  gain = 1 + strength * rng.uniform(-0.1, 0.1, 3)
+  contrast = 1 + strength * rng.uniform(-0.3, 0.3)
+  bright = strength * rng.uniform(-0.1, 0.1)
+  gamma = np.exp(strength * rng.uniform(-0.25, 0.25))
+  # x = (image + 1) / 2: mean of the gained image, then image -> (x g - m) c + m + b.
+  m = float(np.mean((np.asarray(cv2.mean(x)[:3]) + 1) / 2 * gain))
+  a = gain * contrast / 2
+  affine = np.concatenate([np.diag(a), (a - m * contrast + m + bright)[:, None]], 1)
+  img = cv2.transform(x, affine.astype(np.float32)).reshape(x.shape)
+  np.clip(img, 0, 1, out=img)
+  with np.errstate(divide="ignore"):  # log(0) = -inf -> 0 ** gamma = 0
+    np.log(img, out=img)
+    img *= np.float32(gamma)
+    np.exp(img, out=img)
+  noise = gaussian_noise(rng, img.shape)
+  noise *= np.float32(strength * 0.01)
+  img += noise
+  np.clip(img, 0, 1, out=img)
+  img *= 2
+  img -= 1
   out = dict(s)
-  out["image"] = (np.clip(img, 0, 1) * 2 - 1).astype(np.float32)
+  out["image"] = img
   return out
 
 
@@ -333,6 +387,25 @@ def _rotated_rect(rect, k, h, w):
   }[k]
 
 
+def _rot_flip(s, k, flip):
+  """`flip_lr?(rot90(s, k))` with one copy of each map (same values)."""
+  if not k and not flip:
+    return s
+  out = {}
+  for key, v in s.items():
+    v = np.rot90(v, k) if k else v
+    out[key] = np.ascontiguousarray(v[:, ::-1] if flip else v)
+  on = out["boundary"] > 0
+  theta = out["orientation"][on]
+  if k:
+    theta = wrap_angle(theta - k * np.pi / 2)
+  if flip:
+    theta = wrap_angle(-theta)
+  out["orientation"] = np.zeros(on.shape, np.float32)
+  out["orientation"][on] = theta
+  return out
+
+
 def augment(
   window,
   hw,
@@ -381,10 +454,7 @@ def augment(
     tx0, tx1 = int(round(ox0 * fx)), int(round(ox1 * fx))
     s = resize_sample(window(oy0, oy1, ox0, ox1), max(ty1 - ty0, 1), max(tx1 - tx0, 1))
     s = crop(s, sy0 - ty0, sx0 - tx0, sy1 - sy0, sx1 - sx0)
-  if k:
-    s = rot90(s, k)
-  if flip:
-    s = flip_lr(s)
+  s = _rot_flip(s, k, flip)
   if photometric_strength > 0:
     s = photometric(s, rng, photometric_strength)
   return s

@@ -105,6 +105,26 @@ def test_images_and_features_stored_once_per_image(tmp_path):
   assert feats[0]["object_features"].shape == (3, 2048) and "image" not in feats[0]
 
 
+def test_image_table_keeps_a_training_size_copy(tmp_path):
+  import cv2  # pylint: disable=g-import-not-at-top
+
+  src = vcb.DataSource(
+    _build("training", tmp_path), _build("images", tmp_path), "val", image="jpeg"
+  )
+  ex = src[0]
+  full, small = vcb.decode_jpeg(ex["image"]), vcb.decode_jpeg(ex["image_small"])
+  assert min(full.shape[:2]) < vcb.SMALL_SIDE  # the dummy images are small: kept at their size
+  assert small.shape == full.shape
+  assert np.abs(small.astype(int) - full).mean() < 6  # JPEG q90 of the same (noisy) pixels
+  # A large image: short side SMALL_SIDE, area-downsampled.
+  rng = np.random.default_rng(0)
+  big = cv2.GaussianBlur(rng.integers(0, 256, (480, 640, 3), np.uint8), (0, 0), 3)
+  got = vcb.decode_jpeg(vcb.small_jpeg(cv2.imencode(".png", big)[1].tobytes()))
+  assert got.shape == (256, 341, 3)
+  want = cv2.cvtColor(cv2.resize(big, (341, 256), interpolation=cv2.INTER_AREA), cv2.COLOR_BGR2RGB)
+  assert np.abs(got.astype(int) - want).mean() < 4  # JPEG q90 (chroma subsampled)
+
+
 def test_tag_beyond_detections_and_features(training_val):
   ex = training_val[16]  # event 1, after[0] = "wave to 57 people."
   assert _s(ex["inference_text_name"]) == "wave to <|det57|> people."
