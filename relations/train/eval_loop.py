@@ -35,6 +35,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from relations.train import input_pipeline
+
 Load = Callable[[int], dict]
 Emit = Callable[[int, Any], Any]
 
@@ -112,17 +114,8 @@ def batches(indices: Sequence[int], batch_size: int) -> Iterable[tuple[list[int]
 
 def stack(rows: list[dict]) -> dict[str, np.ndarray]:
   """Stacks equally shaped example dicts (clear error naming the feature otherwise)."""
-  out = {}
-  for k in rows[0]:
-    try:
-      out[k] = np.stack([np.asarray(r[k]) for r in rows])
-    except ValueError as err:
-      shapes = sorted({np.asarray(r[k]).shape for r in rows})
-      raise ValueError(
-        f"Feature {k!r} has different shapes across examples: {shapes}; "
-        "evaluation inputs must have fixed shapes (or use `bucket`)"
-      ) from err
-  return out
+  hint = "evaluation inputs must have fixed shapes (or use `bucket`)"
+  return {k: input_pipeline.stack_feature(rows, k, hint=hint) for k in rows[0]}
 
 
 def predict_shard(

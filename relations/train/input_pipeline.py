@@ -37,20 +37,26 @@ Example = Mapping[str, Any]
 Preprocess = Callable[[Example, np.random.Generator], dict]
 
 
+def stack_feature(
+  examples: list[dict],
+  key: str,
+  out: np.ndarray | None = None,
+  hint: str = "preprocessing must produce fixed shapes",
+) -> np.ndarray:
+  """`np.stack` of feature `key` over the examples (into `out` if given); a ValueError naming the
+  feature, its shapes and `hint` when they differ."""
+  try:
+    return np.stack([np.asarray(e[key]) for e in examples], out=out)
+  except ValueError as err:
+    shapes = sorted({np.asarray(e[key]).shape for e in examples})
+    raise ValueError(
+      f"Feature {key!r} has different shapes across examples: {shapes}; {hint}"
+    ) from err
+
+
 def stack(examples: list[dict]) -> dict[str, np.ndarray]:
   """Stacks a list of equally-shaped example dicts into a batch dict."""
-  keys = examples[0].keys()
-  out = {}
-  for k in keys:
-    try:
-      out[k] = np.stack([np.asarray(e[k]) for e in examples])
-    except ValueError as err:
-      shapes = sorted({np.asarray(e[k]).shape for e in examples})
-      raise ValueError(
-        f"Feature {k!r} has different shapes across examples: {shapes}; "
-        "preprocessing must produce fixed shapes"
-      ) from err
-  return out
+  return {k: stack_feature(examples, k) for k in examples[0]}
 
 
 _ALLOCATOR_TUNED = False
@@ -153,7 +159,7 @@ def _stack_to_shm(examples: list[dict]) -> _ShmBatch:
     shape = (len(examples),) + first.shape
     nbytes = int(np.prod(shape)) * dtype.itemsize
     if dtype.hasobject or nbytes < SHM_MIN_BYTES:
-      small[k] = stack([{k: e[k]} for e in examples])[k]
+      small[k] = stack_feature(examples, k)
     else:
       plan.append((k, offset, shape, dtype.str))
       offset += -(-nbytes // 64) * 64
@@ -163,14 +169,7 @@ def _stack_to_shm(examples: list[dict]) -> _ShmBatch:
   try:
     for k, off, shape, dtype in plan:
       out = np.ndarray(shape, np.dtype(dtype), buffer=seg.buf, offset=_HEADER + off)
-      try:
-        np.stack([np.asarray(e[k]) for e in examples], out=out)
-      except ValueError as err:
-        shapes = sorted({np.asarray(e[k]).shape for e in examples})
-        raise ValueError(
-          f"Feature {k!r} has different shapes across examples: {shapes}; "
-          "preprocessing must produce fixed shapes"
-        ) from err
+      stack_feature(examples, k, out=out)
       del out
   except BaseException:
     seg.buf[0] = 0
