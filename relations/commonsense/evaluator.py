@@ -274,7 +274,14 @@ class Evaluator:
       # segment scores 24 of the 50 positions after the prompt).
       last = int(np.max(np.nonzero(labels != sequence.IGNORE)[1]))
       width = min(full, -(-(last + 1) // 8) * 8)
-      out.update(cand_ids=ids[:, :width], cand_labels=labels[:, :width], cand_mask=mask[:, :width])
+      out.update(
+        cand_ids=ids[:, :width],
+        cand_labels=labels[:, :width],
+        cand_mask=mask[:, :width],
+        # Only these positions reach the vocabulary projection; their count, rounded, is the
+        # bucket's second key (a few compiled shapes).
+        cand_score_pos=vl_generator.continuation_score_positions(labels[:, :width], n),
+      )
       return out
 
     def emit(q, res):
@@ -287,7 +294,7 @@ class Evaluator:
       lambda b: self._score(params, b),
       int(self.ec.get("acc50_batch_size", 4)),
       emit,
-      bucket=lambda q, ex: ex["cand_ids"].shape[1],
+      bucket=lambda q, ex: (ex["cand_ids"].shape[1], ex["cand_score_pos"].shape[0]),
       mesh=mesh,
     )
 

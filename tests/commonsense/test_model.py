@@ -258,11 +258,20 @@ def test_acc50_shared_prompt_scores_equal_per_candidate_forward(masked):
     cand_labels=jnp.asarray(labels),
     cand_mask=jnp.asarray(cont != EOS),
   )
-  nll, n = jax.jit(
+  score = jax.jit(
     lambda p, b: model.apply(
       {"params": p}, b, rel, c, method=vl_generator.VLGenerator.continuation_scores
     )
-  )(params, batch)
+  )
+  nll, n = score(params, batch)
+  # Only the scored positions through the vocabulary projection: the same scores. Query 1 has
+  # 4 real candidates (the 5th is batch padding: score 0, as no position of it is scored).
+  real = [c, c - 1]
+  pos = [vl_generator.continuation_score_positions(labels[q], real[q], step=8) for q in range(g)]
+  k = max(len(p) for p in pos)  # the evaluator batches queries of one K; pad here
+  pos = [np.concatenate([p, np.full(k - len(p), -1, np.int32)]) for p in pos]
+  assert k % 8 == 0 and (pos[1] >= 0).sum() < k <= c * (L - rel - 1)
+  nll_k, n_k = score(params, dict(batch, cand_score_pos=jnp.asarray(np.stack(pos))))
   forward = _fn(model)
   ids = np.repeat(np.asarray(base["input_ids"]), c, 0)
   ids[:, rel:] = cont.reshape(g * c, -1)
@@ -275,3 +284,23 @@ def test_acc50_shared_prompt_scores_equal_per_candidate_forward(masked):
   np.testing.assert_array_equal(np.asarray(n).reshape(-1), want_n)
   np.testing.assert_allclose(np.asarray(nll).reshape(-1), want_nll, rtol=1e-5, atol=1e-5)
   assert len(set(np.round(np.asarray(want_nll), 4))) > 5  # not degenerate
+  keep = np.ones((g, c), bool)
+  keep[1, c - 1] = False
+  np.testing.assert_array_equal(np.asarray(n_k)[keep], np.asarray(want_n).reshape(g, c)[keep])
+  np.testing.assert_allclose(
+    np.asarray(nll_k)[keep], np.asarray(want_nll).reshape(g, c)[keep], rtol=1e-5, atol=1e-5
+  )
+  assert float(nll_k[1, c - 1]) == 0.0 and int(n_k[1, c - 1]) == 0
+
+
+def test_continuation_score_positions():
+  # 3 candidates x width 5; labels at positions 1..n of each (unshifted): position t is scored
+  # when labels[c, t + 1] is set. Candidate 2 is padding (num_real = 2).
+  labels = np.full((3, 5), -1, np.int32)
+  labels[0, 1:3] = 7  # scored from t = 0, 1
+  labels[1, 1:5] = 9  # t = 0..3
+  labels[2, 1:4] = 5
+  pos = vl_generator.continuation_score_positions(labels, 2, step=4)
+  np.testing.assert_array_equal(pos, [0, 1, 5, 6, 7, 8, -1, -1])
+  # K never exceeds C * (W - 1), whatever the step.
+  assert len(vl_generator.continuation_score_positions(labels, 3, step=64)) == 12
