@@ -103,6 +103,24 @@ def generation_file_name(eval_config) -> str:
   )
 
 
+def examples_by_record(src) -> dict[tuple[int, str, str], int]:
+  """{(event_idx, relation, inference_text): index of its first example in `src`}.
+
+  `src`: a "training"-expansion source of the split (one example per inference), in which the
+  rank expansion's records (`rank.expand_records`) find their image, event and place.
+  """
+  first = {}
+  for i in range(len(src)):
+    ex = src[i]
+    key = (
+      int(ex["event_idx"]),
+      io_util.as_str(ex["relation"]),
+      io_util.as_str(ex["inference_text"]),
+    )
+    first.setdefault(key, i)
+  return first
+
+
 class Evaluator:
   """See the module docstring."""
 
@@ -202,17 +220,7 @@ class Evaluator:
     """
     src = task.make_source(self.config, "training", self.ec.split, image="jpeg")
     records = rank.expand_records(annotations)
-    # Builder examples in the order of the rank expansion; one per
-    # (event, relation, inference) key.
-    first = {}
-    for i in range(len(src)):
-      ex = src[i]
-      key = (
-        int(ex["event_idx"]),
-        io_util.as_str(ex["relation"]),
-        io_util.as_str(ex["inference_text"]),
-      )
-      first.setdefault(key, i)
+    first = examples_by_record(src)
     c_max = max(len(q["candidates"]) for q in queries)
     rel = self.layout.relation_pos
     full = self.layout.max_seq_len - rel

@@ -13,7 +13,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from relations import io_util
 from relations.commonsense import evaluator as evaluator_lib
 from relations.commonsense import model as vl_generator
 from relations.commonsense import task
@@ -45,15 +44,7 @@ def test_acc50_scores_equal_each_candidates_full_forward(tmp_path):
   queries = ev.acc50_queries(annots)
   assert len(queries) == 5 and all(len(q["candidates"]) == 50 for q in queries)
   src = task.make_source(config, "training", ec.split, image="jpeg")
-  first = {}
-  for i in range(len(src)):
-    ex = src[i]
-    key = (
-      int(ex["event_idx"]),
-      io_util.as_str(ex["relation"]),
-      io_util.as_str(ex["inference_text"]),
-    )
-    first.setdefault(key, ex)
+  first = {k: src[i] for k, i in evaluator_lib.examples_by_record(src).items()}
   ex0 = first[next(iter(first))]
   batch0 = {k: v[None] for k, v in task.encode(ex0, config).items()}
   params = task.init_params(model, jax.tree.map(jnp.asarray, batch0), jax.random.key(0))
