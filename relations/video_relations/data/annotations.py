@@ -158,6 +158,14 @@ def _field(record: dict, key: str, types, where: str):
   return value
 
 
+def _int64(record: dict, key: str, where: str) -> int:
+  """An integer field stored in an int64 array (tids, frame indices)."""
+  value = _field(record, key, int, where)
+  if not -(2**63) <= value < 2**63:
+    raise AnnotationError(f"{where}: field '{key}' is out of the int64 range: {value}")
+  return value
+
+
 def _number(record: dict, key: str, where: str) -> float:
   value = _field(record, key, (int, float), where)
   if not math.isfinite(value):
@@ -222,7 +230,7 @@ def parse_annotation(
   cats = []
   for i, obj in enumerate(objs):
     w = f"{where}: subject/objects[{i}]"
-    tid = _field(obj, "tid", int, w)
+    tid = _int64(obj, "tid", w)
     cat = _field(obj, "category", str, w)
     if tid in tid_index:
       raise AnnotationError(f"{w}: duplicate tid {tid}")
@@ -269,8 +277,8 @@ def parse_annotation(
     s = _field(rel, "subject_tid", int, w)
     o = _field(rel, "object_tid", int, w)
     p = _field(rel, "predicate", str, w)
-    b = _field(rel, "begin_fid", int, w)
-    e = _field(rel, "end_fid", int, w)
+    b = _int64(rel, "begin_fid", w)
+    e = _int64(rel, "end_fid", w)
     for key, tid in (("subject_tid", s), ("object_tid", o)):
       if tid not in tid_index:
         raise AnnotationError(f"{w}: field '{key}' {tid} is not in subject/objects")

@@ -21,6 +21,7 @@ import numpy as np
 
 from relations.video_relations.data import annotations as vrd_json
 from relations.video_relations.data import categories as vrd_categories
+from relations.video_relations.metrics import annotation_scan
 from relations.video_relations.metrics import columns
 from relations.video_relations.metrics import fastjson
 from relations.io_util import write_json_atomic  # pylint: disable=unused-import  (re-exported)
@@ -210,7 +211,8 @@ def read_groundtruth_table(
   """The ground truth as a `RelationTable`, never as one object tree.
 
   Same input, videos, order, values and errors as `load_groundtruth`: an
-  annotation folder is read file by file (official `glob` order), a
+  annotation folder is read file by file (official `glob` order; a plain file by
+  `annotation_scan`, any other by `load_groundtruth`), a
   consolidated GT JSON is scanned window by window (`fastjson`), and only
   a video whose records are not plain (or, with `dataset`, name a
   category or predicate the dataset lacks) is decoded alone and checked by
@@ -233,13 +235,18 @@ def read_groundtruth_table(
   if os.path.isdir(path):
     parts, order, source = [], {}, {}
     for f in official_annotation_files(path, dataset):
-      gt = vrd_json.load_groundtruth(f, dataset=dataset)
-      for vid in gt:
+      plain = annotation_scan.groundtruth_table(f, dataset)
+      if plain is None:  # not plain: the checking reader says why, or reads it
+        gt = vrd_json.load_groundtruth(f, dataset=dataset)
+        table = columns.RelationTable.from_dicts(gt)
+      else:
+        table = plain[1]
+      for vid in table.video_ids:
         if vid in source:
           raise vrd_json.AnnotationError(f"{f}: video_id {vid} also in {source[vid]}")
         source[vid] = f
-      parts.append(keep(_shared(columns.RelationTable.from_dicts(gt), vocab)))
-      for j, vid in enumerate(gt):
+      parts.append(keep(_shared(table, vocab)))
+      for j, vid in enumerate(table.video_ids):
         order[vid] = (len(parts) - 1, j)
     return fastjson.concat_tables(parts, order)
   if not os.path.exists(path):
@@ -263,6 +270,9 @@ def read_groundtruth_table(
       path, groundtruth=True, vocab=vocab, window=window, capacity=capacity
     ):
       if kind == "annotation":
+        plain = annotation_scan.groundtruth_table(path, dataset)
+        if plain is not None:
+          return keep(_shared(plain[1], vocab))
         gt = vrd_json.load_groundtruth(path, dataset=dataset)
         return keep(_shared(columns.RelationTable.from_dicts(gt), vocab))
       if kind == "not_object":

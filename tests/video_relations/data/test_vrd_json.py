@@ -168,6 +168,16 @@ def test_errors_name_file_record_field():
     lambda r: r["relation_instances"][0].update(begin_fid=True),
     r"v.json: relation_instances\[0\]: field 'begin_fid' must be int",
   )
+  # Tids and frame indices are held in int64 arrays.
+  _bad(
+    lambda r: r["relation_instances"][0].update(end_fid=2**63),
+    r"v.json: relation_instances\[0\]: field 'end_fid' is out of the int64 range: "
+    "9223372036854775808",
+  )
+  _bad(
+    lambda r: r["subject/objects"][0].update(tid=-(2**63) - 1),
+    r"v.json: subject/objects\[0\]: field 'tid' is out of the int64 range",
+  )
 
 
 def test_malformed_json_names_file(tmp_path):
