@@ -28,6 +28,10 @@ Each measurement is a child process, timed from outside (wall; CPU = user
   ours      `python -m relations.evaluate vidor --groundtruth gt.json
             --prediction submission.json[.xz] --official-lines`, as a user
             runs it (the first run may compile numba's cache; run twice);
+  folder    ours with the GT as the official annotation folder instead of
+            gt.json (written once from gt.json: annotations/validation/
+            <group>/<video>.json, objects annotated from their first to
+            their last frame);
   official  json.load of the slice files + the official `evaluate()`
             (xdshang, and NExTplusplus with --official-vru20) on the first
             --official-videos videos, scaled by videos / official-videos
@@ -43,6 +47,7 @@ import json
 import math
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -395,6 +400,8 @@ def write_case(case_dir, num_videos, preds, seed, slice_videos, xz):
       if json.load(f) == meta:
         return
   os.makedirs(case_dir, exist_ok=True)
+  # The annotation folder is derived from gt.json: a new case needs a new one.
+  shutil.rmtree(os.path.join(case_dir, "annotations"), ignore_errors=True)
   t0 = time.perf_counter()
   names = ("gt.json", "submission.json", "gt_slice.json", "submission_slice.json")
   files = [open(os.path.join(case_dir, n), "w") for n in names]
@@ -428,6 +435,78 @@ def write_case(case_dir, num_videos, preds, seed, slice_videos, xz):
   with open(meta_path, "w") as f:
     json.dump(meta, f)
   print(f"case written to {case_dir} in {time.perf_counter() - t0:.0f} s")
+
+
+def annotation_folder(case_dir):
+  """The case's GT as the official VidOR layout, `<case>/annotations/validation/<group>/<id>.json`.
+
+  Written once from gt.json: each object's boxes are those of the relations it is in, held
+  constant over the gaps between them (an object is annotated from its first to its last frame,
+  as in the release), and the relation instances with their [begin_fid, end_fid).
+  Returns the split folder, as a user passes it to `--groundtruth`.
+  """
+  split = os.path.join(case_dir, "annotations", "validation")
+  if os.path.isdir(split):
+    return split
+  tmp = split + ".tmp"
+  with open(os.path.join(case_dir, "gt.json")) as f:
+    gt = json.load(f)
+  for k, (vid, insts) in enumerate(gt.items()):
+    tracks, cats, rels = {}, {}, []
+    for inst in insts:
+      s, p, o = inst["triplet"]
+      b, e = inst["duration"]
+      cats.setdefault(inst["subject_tid"], s)
+      cats.setdefault(inst["object_tid"], o)
+      for tid, traj in (
+        (inst["subject_tid"], inst["sub_traj"]),
+        (inst["object_tid"], inst["obj_traj"]),
+      ):
+        tracks.setdefault(tid, {}).update(zip(range(b, e), traj))
+      rels.append(
+        {
+          "subject_tid": inst["subject_tid"],
+          "object_tid": inst["object_tid"],
+          "predicate": p,
+          "begin_fid": b,
+          "end_fid": e,
+        }
+      )
+    frames = max(f for t in tracks.values() for f in t) + 1
+    trajectories = [[] for _ in range(frames)]
+    for tid in sorted(tracks):
+      box = None
+      for f in range(min(tracks[tid]), max(tracks[tid]) + 1):
+        box = tracks[tid].get(f, box)
+        trajectories[f].append(
+          {
+            "tid": tid,
+            "bbox": dict(zip(("xmin", "ymin", "xmax", "ymax"), box)),
+            "generated": int(f not in tracks[tid]),
+            "tracker": "none" if f in tracks[tid] else "linear",
+          }
+        )
+    group = os.path.join(tmp, f"{k // 100:04d}")
+    os.makedirs(group, exist_ok=True)
+    with open(os.path.join(group, f"{vid}.json"), "w") as f:
+      json.dump(
+        {
+          "version": "VERSION 1.0",
+          "video_id": vid,
+          "video_hash": vid,
+          "video_path": f"{k // 100:04d}/{vid}.mp4",
+          "frame_count": frames,
+          "fps": 29.97,
+          "width": WIDTH,
+          "height": HEIGHT,
+          "subject/objects": [{"tid": t, "category": c} for t, c in sorted(cats.items())],
+          "trajectories": trajectories,
+          "relation_instances": rels,
+        },
+        f,
+      )
+  os.rename(tmp, split)
+  return split
 
 
 def _report(label, wall, cpu, rss, extra=""):
@@ -492,6 +571,25 @@ def files_end_to_end(case_dir, runs, num_videos, slice_videos, xz):
         if l.startswith(("detection", "tagging"))
       )
     )
+  # Ours with the GT as the official annotation folder (one file per video).
+  folder = annotation_folder(case_dir)
+  folder_bytes = sum(
+    os.path.getsize(os.path.join(d, n)) for d, _, ns in os.walk(folder) for n in ns
+  )
+  out, err, wall, cpu, rss, rc = run_child(
+    env_cmd + ["--groundtruth", folder, "--prediction", path("submission.json")]
+  )
+  if rc != 0:
+    print(err)
+    ok = False
+  _report(
+    "ours [helper] GT annotation folder",
+    wall,
+    cpu,
+    rss,
+    f"  ({num_videos} files, {folder_bytes / 2**20:.0f} MiB)",
+  )
+  print("\n".join("    " + l for l in out.splitlines() if l.startswith(("detection", "tagging"))))
   # Official on the slice, and ours on the same slice.
   scale = num_videos / slice_videos
   for protocol, checkout in runs:
