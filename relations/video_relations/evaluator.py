@@ -21,9 +21,9 @@ import numpy as np
 
 from relations import io_util
 from relations.video_relations.data import categories as vrd_categories
+from relations.video_relations.metrics import cli as vrd_cli
+from relations.video_relations.metrics import fastjson
 from relations.video_relations.metrics import io as vrd_io
-from relations.video_relations.metrics import scoring
-from relations.video_relations.metrics import validate
 from relations.video_relations import task as video_relations
 from relations.video_relations.metrics import detection as video_metrics
 from relations.video_relations import pipeline
@@ -93,14 +93,18 @@ def mot_frames(example, raw_tracks):
 
 
 def score_submission(path, gt, protocol, dataset):
-  """Validates and scores a written submission; returns the metric dict."""
-  sub = vrd_io.load_submission(path)
-  report = validate.validate_submission(sub, gt, protocol, dataset)
+  """Validates and scores a written submission as `relations.evaluate` does; returns the metrics.
+
+  `gt`: `RelationTable` of the evaluated videos. The file is read in one streaming pass into
+  columns (`metrics.cli.score_file`): a VidOR-validation-size submission in seconds, not as a
+  Python object tree.
+  """
+  report, res = vrd_cli.score_file(path, gt, protocol, dataset)
   if not report.ok:
     raise ValueError(f"{path}: submission fails validation:\n{report.summary()}")
-  res = scoring.evaluate(gt, sub["results"], protocol).as_dict()
-  res["validator_warnings"] = float(len(report.warnings))
-  return res
+  out = res.as_dict()
+  out["validator_warnings"] = float(len(report.warnings))
+  return out
 
 
 class Evaluator:
@@ -117,15 +121,16 @@ class Evaluator:
     path = self.ec.get("groundtruth") or os.path.join(
       self.config.data.manual_dir, _SPLIT_FOLDERS[self.config.dataset][self.ec.split]
     )
-    gt = vrd_io.load_groundtruth(path, self.config.dataset)
-    missing = [v for v in video_ids if v not in gt]
+    gt = vrd_io.read_groundtruth_table(path, self.config.dataset)
+    index = {v: j for j, v in enumerate(gt.video_ids)}
+    missing = [v for v in video_ids if v not in index]
     if missing:
       raise ValueError(
         f"{path}: no ground truth for videos {missing[:5]} of split {self.ec.split!r}"
       )
     # Only the evaluated videos count (a GT video without predictions would
     # score AP 0).
-    return {v: gt[v] for v in video_ids}
+    return fastjson.concat_tables([gt], {v: (0, index[v]) for v in video_ids})
 
   def modes(self):
     t = self.config.video.tracks

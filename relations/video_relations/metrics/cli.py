@@ -171,6 +171,41 @@ def _pass(path, gt_job, protocol, dataset, validate_too=True):
   return consumer
 
 
+class _Ready:
+  """A ground truth already read, in the shape `_Consumer` waits for."""
+
+  def __init__(self, gt):
+    self.gt, self.zs_gt, self.error = gt, None, None
+
+  def join(self):
+    pass
+
+
+def score_file(path: str, groundtruth, protocol: str = "helper", dataset: str | None = None):
+  """Validates and scores a submission file as the CLI does: one streaming pass, columns only.
+
+  Args:
+    path: the submission (`.json` or `.json.xz`).
+    groundtruth: `columns.RelationTable` (`io.read_groundtruth_table`).
+    protocol: "helper" / "vru20"; dataset: category lists for the validator.
+
+  Returns:
+    (the validator's report, `scoring.Result` or None when the report has errors).
+
+  Raises:
+    fastjson.FormatError (not JSON, not a submission), scoring.ScoringError, OSError.
+  """
+  ready = _Ready(groundtruth)
+  consumer = _pass(path, ready, protocol, dataset)
+  report = consumer.validator.report()
+  if not report.ok:
+    return report, None
+  evaluation = consumer.evaluations[0][1]
+  if not consumer.complete:  # an error that a repeated video id later replaced: score again
+    evaluation = _pass(path, ready, protocol, dataset, validate_too=False).evaluations[0][1]
+  return report, evaluation.result()
+
+
 @cli_errors.entry_point
 def main(argv=None) -> int:
   ap = cli_errors.ArgumentParser(

@@ -22,6 +22,8 @@ import pytest
 
 from relations.video_relations.metrics import cli
 from relations.video_relations.metrics import fastjson
+from relations.video_relations.metrics import io as vrd_io
+from relations.video_relations.metrics import scoring
 
 _FIXTURE = os.path.join(os.path.dirname(__file__), "official_cases.json.xz")
 _HEADER = re.compile(r"^(all|zero_shot|generalized_zero_shot) \(\d+ videos")
@@ -142,3 +144,28 @@ def test_cli_reproduces_every_recorded_official_result(tmp_path, capsys, monkeyp
       os.remove(p)
   assert not failures, "\n".join(failures[:20])
   assert compared > 1000 and refused > 50, (compared, refused)
+
+
+def test_score_file_reproduces_every_recorded_official_result(tmp_path):
+  # `cli.score_file`, what the training-time evaluator scores its written submissions with:
+  # the GT table and the submission file in, the official "all" numbers out.
+  with lzma.open(_FIXTURE, "rt") as f:
+    cases = json.load(f)["cases"]
+  compared = refused = 0
+  for i, rec in enumerate(cases):
+    gt, _, pred = _write(tmp_path, i, rec["case"])
+    table = vrd_io.read_groundtruth_table(gt)
+    for protocol in ("helper", "vru20"):
+      off = rec["official"][f"{protocol}/all"]
+      try:
+        report, res = cli.score_file(pred, table, protocol)
+      except scoring.ScoringError:
+        assert off["status"] == "error", f"case {i} {protocol}"
+        refused += 1
+        continue
+      assert report.ok and off["status"] == "ok", f"case {i} {protocol}"
+      assert res.official_lines() == off["lines"], f"case {i} {protocol}"
+      d = res.as_dict()
+      assert [d[k] for k in ("mAP", "R@50", "R@100", "P@1", "P@5", "P@10")] == off["values"]
+      compared += 1
+  assert compared > 400 and refused > 0
