@@ -380,8 +380,11 @@ def groundtruth_table(path: str, dataset: str | None = None):
   `groundtruth_instances`, then the official instances: each relation's boxes over the annotated
   frames of [begin_fid, end_fid)). None: read the file with `annotations.load_groundtruth`.
   """
-  with open(path, "rb") as f:
-    data = f.read()
+  try:
+    with open(path, "rb") as f:
+      data = f.read()
+  except OSError:
+    return None  # the dict reader names the file and the error
   buf = np.frombuffer(data, np.uint8)
   size = len(data)
   ints = np.zeros(3, np.int64)
