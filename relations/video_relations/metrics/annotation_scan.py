@@ -136,6 +136,56 @@ def _open(buf, i, c):
   return j, 1
 
 
+@numba.njit(cache=True, nogil=True, _nrt=False)
+def _member(buf, j, first, last, got):
+  """The next member of an object at j, keys first..last-1: (key - first or -1 unknown, index of
+  its value, `got` with the key's bit); key -2 if not plain (also a key seen before: json.loads
+  keeps the last, the dict reader says what that means)."""
+  k, j = _key(buf, j, first, last)
+  if k == -2 or (k >= 0 and got & (1 << k)):
+    return -2, -1, got
+  return k, j, (got | (1 << k)) if k >= 0 else got
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False)
+def _string(buf, j, span):
+  """A string token at j: its span into span[0:2]; the index after it, -1 if none."""
+  if j >= len(buf) or buf[j] != 34:
+    return -1
+  span[0] = j
+  span[1] = _string_end(buf, j)
+  return span[1]
+
+
+@numba.njit(cache=True, nogil=True)
+def _other(buf, j):
+  """Validates and skips an unread value: the index after it, -1 if invalid."""
+  e, status, _ = _skip(buf, j)
+  return -1 if status else e
+
+
+@numba.njit(cache=True, nogil=True)
+def _bbox(buf, j, box):
+  """A bbox object at j into box [4] (finite xmin, ymin, xmax, ymax, not inverted): the index
+  after it, -1 if not plain."""
+  j, more = _open(buf, j, 123)
+  got = 0
+  while more:
+    k, j, got = _member(buf, j, _BOX, _REL, got)
+    if k == -2:
+      return -1
+    if k >= 0:
+      box[k], j = _finite(buf, j)
+    else:
+      j = _other(buf, j)
+    if j < 0:
+      return -1
+    j, more = _after_item(buf, j, 125)
+  if j < 0 or got != 15 or box[0] > box[2] or box[1] > box[3]:
+    return -1
+  return j
+
+
 @numba.njit(cache=True, nogil=True)
 def scan(
   buf, ints, fps, spans, obj_tid, obj_cat, roi_frame, roi_tid, roi_box, rel, rel_pred, counts
@@ -155,212 +205,115 @@ def scan(
   Returns:
     OK, or NOT_PLAIN (see the module docstring; also when an output array is full).
   """
-  n = len(buf)
   spans[:] = -1
   counts[:] = 0
   no, nf, nb, nr = 0, 0, 0, 0
   i, more = _open(buf, _ws(buf, 0), 123)
-  if i < 0 or not more:
+  if not more:
     return NOT_PLAIN
   seen = 0
-  while True:
-    key, i = _key(buf, i, _ROOT, _OBJ)
+  while more:
+    key, i, seen = _member(buf, i, _ROOT, _OBJ, seen)
     if key == -2:
       return NOT_PLAIN
-    if key >= 0:
-      if seen & (1 << key):
-        return NOT_PLAIN  # json.loads keeps the last: the slow path says what that means
-      seen |= 1 << key
-    e = -1
-    if key == K_VERSION or key == K_VIDEO_ID or key == K_VIDEO_PATH:
-      if i < n and buf[i] == 34:
-        e = _string_end(buf, i)
-        if e < 0:
-          return NOT_PLAIN
-        spans[0 if key == K_VERSION else (1 if key == K_VIDEO_ID else 2), 0] = i
-        spans[0 if key == K_VERSION else (1 if key == K_VIDEO_ID else 2), 1] = e
-      elif key == K_VIDEO_PATH and i + 4 <= n and buf[i] == 110:  # null
-        if buf[i + 1] != 117 or buf[i + 2] != 108 or buf[i + 3] != 108:
-          return NOT_PLAIN
-        e = i + 4
-      else:
-        return NOT_PLAIN
+    if key == K_VERSION or key == K_VIDEO_ID:
+      e = _string(buf, i, spans[0 if key == K_VERSION else 1])
+    elif key == K_VIDEO_PATH:
+      e = _string(buf, i, spans[2])
+      if e < 0 and i + 4 <= len(buf) and buf[i] == 110:  # null
+        e = i + 4 if buf[i + 1] == 117 and buf[i + 2] == 108 and buf[i + 3] == 108 else -1
     elif key == K_FRAME_COUNT or key == K_WIDTH or key == K_HEIGHT:
-      v, e = _int(buf, i)
-      if e < 0:
-        return NOT_PLAIN
-      ints[0 if key == K_FRAME_COUNT else (1 if key == K_WIDTH else 2)] = v
+      ints[0 if key == K_FRAME_COUNT else (1 if key == K_WIDTH else 2)], e = _int(buf, i)
     elif key == K_FPS:
-      v, e = _finite(buf, i)
-      if e < 0:
-        return NOT_PLAIN
-      fps[0] = v
-    elif key == K_OBJECTS:
-      e, more = _open(buf, i, 91)
-      while more:
+      fps[0], e = _finite(buf, i)
+    elif key == K_OBJECTS:  # [{"tid": int, "category": str}, ...]
+      e, items = _open(buf, i, 91)
+      while items:
         if no == len(obj_tid):
           return NOT_PLAIN
-        j, more = _open(buf, e, 123)
-        if j < 0 or not more:
-          return NOT_PLAIN
+        j, members = _open(buf, e, 123)
         got = 0
-        while True:
-          k, j = _key(buf, j, _OBJ, _ROI)
-          if k == -2 or (k >= 0 and got & (1 << k)):
+        while members:
+          k, j, got = _member(buf, j, _OBJ, _ROI, got)
+          if k == -2:
             return NOT_PLAIN
           if k == 0:
             obj_tid[no], j = _int(buf, j)
           elif k == 1:
-            if j >= n or buf[j] != 34:
-              return NOT_PLAIN
-            obj_cat[no, 0] = j
-            j = _string_end(buf, j)
-            obj_cat[no, 1] = j
+            j = _string(buf, j, obj_cat[no])
           else:
-            j, status, _ = _skip(buf, j)
-            if status:
-              return NOT_PLAIN
+            j = _other(buf, j)
           if j < 0:
             return NOT_PLAIN
-          if k >= 0:
-            got |= 1 << k
-          j, more = _after_item(buf, j, 125)
-          if j < 0:
-            return NOT_PLAIN
-          if not more:
-            break
-        if got != 3:
+          j, members = _after_item(buf, j, 125)
+        if j < 0 or got != 3:
           return NOT_PLAIN
         no += 1
-        e, more = _after_item(buf, j, 93)
-        if e < 0:
-          return NOT_PLAIN
-    elif key == K_TRAJECTORIES:
-      e, more = _open(buf, i, 91)
-      while more:
-        j, frame_more = _open(buf, e, 91)
-        if j < 0:
-          return NOT_PLAIN
-        while frame_more:
+        e, items = _after_item(buf, j, 93)
+    elif key == K_TRAJECTORIES:  # per frame [{"tid": int, "bbox": {...}, "generated": 0/1}, ...]
+      e, frames = _open(buf, i, 91)
+      while frames:
+        j, boxes = _open(buf, e, 91)
+        while boxes:
           if nb == len(roi_tid):
             return NOT_PLAIN
-          j, more2 = _open(buf, j, 123)
-          if j < 0 or not more2:
-            return NOT_PLAIN
+          j, members = _open(buf, j, 123)
           got = 0
-          while True:
-            k, j = _key(buf, j, _ROI, _BOX)
-            if k == -2 or (k >= 0 and got & (1 << k)):
+          while members:
+            k, j, got = _member(buf, j, _ROI, _BOX, got)
+            if k == -2:
               return NOT_PLAIN
             if k == 0:
               roi_tid[nb], j = _int(buf, j)
-            elif k == 1:  # bbox
-              j, more3 = _open(buf, j, 123)
-              if j < 0 or not more3:
-                return NOT_PLAIN
-              gotb = 0
-              while True:
-                kb, j = _key(buf, j, _BOX, _REL)
-                if kb == -2 or (kb >= 0 and gotb & (1 << kb)):
-                  return NOT_PLAIN
-                if kb >= 0:
-                  roi_box[nb, kb], j = _finite(buf, j)
-                  gotb |= 1 << kb
-                else:
-                  j, status, _ = _skip(buf, j)
-                  if status:
-                    return NOT_PLAIN
-                if j < 0:
-                  return NOT_PLAIN
-                j, more3 = _after_item(buf, j, 125)
-                if j < 0:
-                  return NOT_PLAIN
-                if not more3:
-                  break
-              if gotb != 15:
-                return NOT_PLAIN
-              if roi_box[nb, 0] > roi_box[nb, 2] or roi_box[nb, 1] > roi_box[nb, 3]:
-                return NOT_PLAIN
-            elif k == 2:  # generated: the integer 0 or 1 (anything else: the slow path)
+            elif k == 1:
+              j = _bbox(buf, j, roi_box[nb])
+            elif k == 2:  # the integer 0 or 1 (anything else: the dict reader)
               g, j = _int(buf, j)
-              if g != 0 and g != 1:
-                return NOT_PLAIN
+              j = j if g == 0 or g == 1 else -1
             else:
-              j, status, _ = _skip(buf, j)
-              if status:
-                return NOT_PLAIN
+              j = _other(buf, j)
             if j < 0:
               return NOT_PLAIN
-            if k >= 0:
-              got |= 1 << k
-            j, more2 = _after_item(buf, j, 125)
-            if j < 0:
-              return NOT_PLAIN
-            if not more2:
-              break
-          if got & 3 != 3:
+            j, members = _after_item(buf, j, 125)
+          if j < 0 or got & 3 != 3:
             return NOT_PLAIN
           roi_frame[nb] = nf
           nb += 1
-          j, frame_more = _after_item(buf, j, 93)
-          if j < 0:
-            return NOT_PLAIN
-        nf += 1
-        e, more = _after_item(buf, j, 93)
-        if e < 0:
+          j, boxes = _after_item(buf, j, 93)
+        if j < 0:
           return NOT_PLAIN
-    elif key == K_RELATIONS:
-      e, more = _open(buf, i, 91)
-      while more:
+        nf += 1
+        e, frames = _after_item(buf, j, 93)
+    elif key == K_RELATIONS:  # [{"subject_tid", "object_tid", "predicate", "begin_fid", ...}]
+      e, items = _open(buf, i, 91)
+      while items:
         if nr == len(rel):
           return NOT_PLAIN
-        j, more2 = _open(buf, e, 123)
-        if j < 0 or not more2:
-          return NOT_PLAIN
+        j, members = _open(buf, e, 123)
         got = 0
-        while True:
-          k, j = _key(buf, j, _REL, len(_LEN))
-          if k == -2 or (k >= 0 and got & (1 << k)):
+        while members:
+          k, j, got = _member(buf, j, _REL, len(_LEN), got)
+          if k == -2:
             return NOT_PLAIN
           if k == 2:
-            if j >= n or buf[j] != 34:
-              return NOT_PLAIN
-            rel_pred[nr, 0] = j
-            j = _string_end(buf, j)
-            rel_pred[nr, 1] = j
+            j = _string(buf, j, rel_pred[nr])
           elif k >= 0:
             rel[nr, k if k < 2 else k - 1], j = _int(buf, j)
           else:
-            j, status, _ = _skip(buf, j)
-            if status:
-              return NOT_PLAIN
+            j = _other(buf, j)
           if j < 0:
             return NOT_PLAIN
-          if k >= 0:
-            got |= 1 << k
-          j, more2 = _after_item(buf, j, 125)
-          if j < 0:
-            return NOT_PLAIN
-          if not more2:
-            break
-        if got != 31 or not 0 <= rel[nr, 2] < rel[nr, 3]:
+          j, members = _after_item(buf, j, 125)
+        if j < 0 or got != 31 or not 0 <= rel[nr, 2] < rel[nr, 3]:
           return NOT_PLAIN
         nr += 1
-        e, more = _after_item(buf, j, 93)
-        if e < 0:
-          return NOT_PLAIN
+        e, items = _after_item(buf, j, 93)
     else:
-      e, status, _ = _skip(buf, i)
-      if status:
-        return NOT_PLAIN
+      e = _other(buf, i)
     if e < 0:
       return NOT_PLAIN
     i, more = _after_item(buf, e, 125)
-    if i < 0:
-      return NOT_PLAIN
-    if not more:
-      break
-  if _ws(buf, i) != n or seen & _REQUIRED != _REQUIRED:
+  if i < 0 or _ws(buf, i) != len(buf) or seen & _REQUIRED != _REQUIRED:
     return NOT_PLAIN
   counts[0], counts[1], counts[2], counts[3] = no, nf, nb, nr
   return OK
@@ -465,16 +418,16 @@ def groundtruth_table(path: str, dataset: str | None = None):
   rows_o = where[frames, np.repeat(o_col, length)]
   if np.any(rows_s < 0) or np.any(rows_o < 0):
     return None  # a frame of a duration without the box: the slow path's error
-  # from_dicts' layout: per relation its subject's boxes, then its object's.
+  # from_dicts' layout: per relation its subject's boxes, then its object's. Box t of relation r
+  # (t counted over all relations, bounds[r] <= t < bounds[r + 1]) goes to t + bounds[r] (subject)
+  # and t + bounds[r + 1] (object).
   bounds = np.concatenate([[0], np.cumsum(length)])
+  of = np.repeat(np.arange(nr), length)
+  t = np.arange(len(frames))
   boxes = np.empty((2 * len(frames), 4), np.float64)
-  offset = np.zeros((nr, 2), np.int64)
-  for r in range(nr):
-    a, b = bounds[r], bounds[r + 1]
-    offset[r, 0] = 2 * a
-    offset[r, 1] = 2 * a + (b - a)
-    boxes[2 * a : 2 * a + (b - a)] = roi_box[rows_s[a:b]]
-    boxes[2 * a + (b - a) : 2 * b] = roi_box[rows_o[a:b]]
+  boxes[t + bounds[of]] = roi_box[rows_s]
+  boxes[t + bounds[of + 1]] = roi_box[rows_o]
+  offset = np.stack([2 * bounds[:-1], bounds[:-1] + bounds[1:]], 1).astype(np.int64)
   vocab = {}
   triplet = np.asarray(
     [
