@@ -78,19 +78,17 @@ def _inputs(layout, g, rng):
     "slot_person_ids": np.zeros((g, k), np.int32),
     "visual_features": rng.normal(size=(g, k, 2048)).astype(np.float32),
   }
-  pos = vl_generator.pad_score_positions(
-    [
-      vl_generator.continuation_score_positions(labels[q, :, :width], NUM_CANDIDATES)
-      for q in range(g)
-    ],
-    NUM_CANDIDATES * (width - 1),
-  )
+  pos = [
+    vl_generator.continuation_score_positions(labels[q, :, :width], NUM_CANDIDATES)
+    for q in range(g)
+  ]
+  k = max(len(p) for p in pos)  # the evaluator batches queries of one K
   shared = dict(
     prompt,
     cand_ids=cont[:, :, :width],
     cand_labels=labels[:, :, :width],
     cand_mask=cont[:, :, :width] != eos,
-    cand_score_pos=np.stack(pos),
+    cand_score_pos=np.stack([np.pad(p, (0, k - len(p)), constant_values=-1) for p in pos]),
   )
   full_ids = np.repeat(ids, NUM_CANDIDATES, 0)
   full_ids[:, rel:] = cont.reshape(g * NUM_CANDIDATES, -1)

@@ -286,16 +286,11 @@ class Evaluator:
         cand_ids=ids[:, :width],
         cand_labels=labels[:, :width],
         cand_mask=mask[:, :width],
-        # Only these positions reach the vocabulary projection (padded per batch, `pad`).
+        # Only these positions reach the vocabulary projection; their count, rounded, is the
+        # bucket's second key (a few compiled shapes).
         cand_score_pos=vl_generator.continuation_score_positions(labels[:, :width], n),
       )
       return out
-
-    def pad(rows):
-      """The batch's scored positions padded to one length (a few lengths over the split)."""
-      limit = c_max * (rows[0]["cand_ids"].shape[1] - 1)
-      padded = vl_generator.pad_score_positions([r["cand_score_pos"] for r in rows], limit)
-      return [dict(r, cand_score_pos=p) for r, p in zip(rows, padded)]
 
     def emit(q, res):
       n = len(queries[q]["candidates"])
@@ -307,8 +302,7 @@ class Evaluator:
       lambda b: self._score(params, b),
       int(self.ec.get("acc50_batch_size", 4)),
       emit,
-      bucket=lambda q, ex: ex["cand_ids"].shape[1],
-      pad=pad,
+      bucket=lambda q, ex: (ex["cand_ids"].shape[1], ex["cand_score_pos"].shape[0]),
       mesh=mesh,
     )
 

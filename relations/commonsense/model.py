@@ -264,31 +264,26 @@ class VLGenerator(nn.Module):
     return per_query(tok, row), per_query(valid.astype(jnp.int32), row)
 
 
-def continuation_score_positions(labels: np.ndarray, num_real: int) -> np.ndarray:
-  """The scored positions of one query's candidates (`continuation_scores`' `cand_score_pos`).
+def continuation_score_positions(labels: np.ndarray, num_real: int, step: int = 0) -> np.ndarray:
+  """The scored positions of one query's candidates, for `continuation_scores`' `cand_score_pos`.
 
   Args:
     labels: int [C, W] the candidates' continuation labels (unshifted, -1 = ignored).
     num_real: candidates 0..num_real-1 are scored; rows after them (batch padding) are not.
+    step: K is rounded up to a multiple of this (default: C * (W - 1) / 16, at least 32), so that
+      queries share a few compiled shapes.
 
   Returns:
-    int32 [n]: flat positions c * W + t (t < W - 1) whose next token labels[c, t + 1] is scored,
-    in order. `pad_score_positions` pads a batch of them to one width.
+    int32 [K]: flat positions c * W + t (t < W - 1) whose next token labels[c, t + 1] is scored,
+    in order, padded with -1.
   """
   c, w = labels.shape
-  cc, tt = np.nonzero(labels[:num_real, 1:] != IGNORE)
-  return (cc * w + tt).astype(np.int32)
-
-
-def pad_score_positions(positions: list[np.ndarray], limit: int, step: int = 0) -> list[np.ndarray]:
-  """Pads queries' scored positions with -1 to one length K.
-
-  K is the longest rounded up to a multiple of `step` (default: limit / 16, at least 32) and
-  capped at `limit` (C * (W - 1)), so that batches share a few compiled shapes.
-  """
-  step = step or max(32, -(-limit // 16))
-  k = min(limit, max(step, -(-max(len(p) for p in positions) // step) * step))
-  return [np.concatenate([p, np.full(k - len(p), -1, np.int32)]) for p in positions]
+  scored = labels[:num_real, 1:] != IGNORE
+  cc, tt = np.nonzero(scored)
+  pos = (cc * w + tt).astype(np.int32)
+  step = step or max(32, -(-c * (w - 1) // 16))
+  k = min(c * (w - 1), max(step, -(-len(pos) // step) * step))
+  return np.concatenate([pos, np.full(k - len(pos), -1, np.int32)])
 
 
 class VLDecoder:

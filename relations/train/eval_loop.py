@@ -126,7 +126,6 @@ def predict_shard(
   emit: Emit,
   *,
   bucket: Callable[[int, dict], Any] | None = None,
-  pad: Callable[[list[dict]], list[dict]] | None = None,
   mesh: Mesh | None = None,
   process_index: int | None = None,
   process_count: int | None = None,
@@ -142,8 +141,6 @@ def predict_shard(
     emit: (i, outputs of row i as numpy, batch dim removed) -> picklable item.
     bucket: optional (i, example) -> key; examples are batched only with examples of the
       same key (e.g. the padded image size), in index order within a key.
-    pad: optional [example] -> [example] applied to a batch's real rows before stacking (e.g.
-      to pad a ragged feature to the batch's longest).
     mesh: the local mesh (default `local_mesh()`).
   """
   mesh = mesh or local_mesh()
@@ -163,8 +160,6 @@ def predict_shard(
   for members in groups.values():
     for idx, mask in batches(members, bs):
       rows = [cache.pop(i) if i in cache else load(i) for i in idx[: int(mask.sum())]]
-      if pad is not None:
-        rows = pad(rows)
       rows += [rows[0]] * (bs - len(rows))
       batch = jax.device_put(stack(rows), data)
       with jax.set_mesh(mesh):  # not the caller's global (multi-process) mesh

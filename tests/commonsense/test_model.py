@@ -267,12 +267,9 @@ def test_acc50_shared_prompt_scores_equal_per_candidate_forward(masked):
   # Only the scored positions through the vocabulary projection: the same scores. Query 1 has
   # 4 real candidates (the 5th is batch padding: score 0, as no position of it is scored).
   real = [c, c - 1]
-  pos = vl_generator.pad_score_positions(
-    [vl_generator.continuation_score_positions(labels[q], real[q]) for q in range(g)],
-    c * (L - rel - 1),
-    step=8,
-  )
-  k = len(pos[0])
+  pos = [vl_generator.continuation_score_positions(labels[q], real[q], step=8) for q in range(g)]
+  k = max(len(p) for p in pos)  # the evaluator batches queries of one K; pad here
+  pos = [np.concatenate([p, np.full(k - len(p), -1, np.int32)]) for p in pos]
   assert k % 8 == 0 and (pos[1] >= 0).sum() < k <= c * (L - rel - 1)
   nll_k, n_k = score(params, dict(batch, cand_score_pos=jnp.asarray(np.stack(pos))))
   forward = _fn(model)
@@ -303,12 +300,7 @@ def test_continuation_score_positions():
   labels[0, 1:3] = 7  # scored from t = 0, 1
   labels[1, 1:5] = 9  # t = 0..3
   labels[2, 1:4] = 5
-  pos = vl_generator.continuation_score_positions(labels, 2)
-  np.testing.assert_array_equal(pos, [0, 1, 5, 6, 7, 8])
-  # A batch: padded with -1 to the longest rounded up to the step, never beyond C * (W - 1).
-  short = vl_generator.continuation_score_positions(labels[:1], 1)
-  a, b = vl_generator.pad_score_positions([pos, short], 12, step=4)
-  np.testing.assert_array_equal(a, [0, 1, 5, 6, 7, 8, -1, -1])
-  np.testing.assert_array_equal(b, [0, 1, -1, -1, -1, -1, -1, -1])
-  full = vl_generator.continuation_score_positions(labels, 3)
-  assert [len(p) for p in vl_generator.pad_score_positions([full], 12, step=64)] == [12]
+  pos = vl_generator.continuation_score_positions(labels, 2, step=4)
+  np.testing.assert_array_equal(pos, [0, 1, 5, 6, 7, 8, -1, -1])
+  # K never exceeds C * (W - 1), whatever the step.
+  assert len(vl_generator.continuation_score_positions(labels, 3, step=64)) == 12
