@@ -270,8 +270,9 @@ def continuation_score_positions(labels: np.ndarray, num_real: int, step: int = 
   Args:
     labels: int [C, W] the candidates' continuation labels (unshifted, -1 = ignored).
     num_real: candidates 0..num_real-1 are scored; rows after them (batch padding) are not.
-    step: K is rounded up to a multiple of this (default: C * (W - 1) / 16, at least 32), so that
-      queries share a few compiled shapes.
+    step: K is rounded up to a multiple of this (default: C * (W - 1) / 8, at least 32), so that
+      queries share a few compiled shapes (a query's K depends on the query alone: its scores do
+      not depend on the batch it lands in, nor on the number of processes).
 
   Returns:
     int32 [K]: flat positions c * W + t (t < W - 1) whose next token labels[c, t + 1] is scored,
@@ -281,7 +282,7 @@ def continuation_score_positions(labels: np.ndarray, num_real: int, step: int = 
   scored = labels[:num_real, 1:] != IGNORE
   cc, tt = np.nonzero(scored)
   pos = (cc * w + tt).astype(np.int32)
-  step = step or max(32, -(-c * (w - 1) // 16))
+  step = step or max(32, -(-c * (w - 1) // 8))
   k = min(c * (w - 1), max(step, -(-len(pos) // step) * step))
   return np.concatenate([pos, np.full(k - len(pos), -1, np.int32)])
 
