@@ -7,6 +7,8 @@ Builds real-size synthetic releases with the project's builders, three ways, eac
 process that times only `download_and_prepare` (Beam worker start-up included):
 
   plain   the in-process generator path (default install, `ensure_built`)
+  inmem   Beam FnApiRunner in this process (direct_running_mode=in_memory): Beam's cost without
+          moving elements between processes (not in the default --modes)
   beam1   Beam FnApiRunner (the DirectRunner's engine), multi_processing, direct_num_workers=1
   beam2   Beam FnApiRunner, multi_processing, direct_num_workers=2 (what `tfds build
           --beam_pipeline_options=runner=FnApiRunner,direct_running_mode=multi_processing,
@@ -18,10 +20,15 @@ with config realoob; VisualCOMET 768x768 JPEG images with ~4 events each, config
 synthetic generators are slow at these sizes on a loaded machine, so a few distinct videos/images
 are rendered and hard-linked under more ids (the builder reads and encodes each id in full).
 
-Prints the load average before and after, a table (items/s per mode, speedup of beam2 over plain)
-and the extrapolation to each real dataset's size (1 core = the plain rate). Goal: beam2 >= 1.7x
-plain on a 2-core machine. The last line is the summary:
-  prepare: beam2/plain vidor=X.XXx occlusion_boundaries=X.XXx visualcomet=X.XXx
+Prints the load average before and after, a table (items/s per mode, speedup of beam2 over plain),
+the extrapolation to each real dataset's size (1 core = the plain rate) and the CPU per item of
+Beam's runner process (this process: it receives every element a stage writes and sends it to
+the next stage's worker) and of its workers. A Beam build whose completeness check fails
+(`relations.tfds_util.BeamExamplesLostError`: Beam dropped examples) is reported and built again,
+up to --attempts times. Goal: beam2 >= 1.7x plain on a 2-core machine. Each mode
+also builds a release of 2 items: the difference is the rate without start-up (what the real
+datasets, hours long, see). The last line is the summary:
+  prepare: beam2/plain vidor=X.XXx ...; without start-up vidor=X.XXx ...
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 MODES = {
   "plain": None,
+  "inmem": "runner=FnApiRunner,direct_running_mode=in_memory",
   "beam1": "runner=FnApiRunner,direct_running_mode=multi_processing,direct_num_workers=1",
   "beam2": "runner=FnApiRunner,direct_running_mode=multi_processing,direct_num_workers=2",
 }
@@ -86,11 +94,11 @@ def _link_or_copy(src, dst):
     shutil.copyfile(src, dst)
 
 
-def make_vidor(out: str, num: int, distinct: int) -> int:
-  """`num` training videos (640x360, 600-660 frames) from `distinct` rendered ones."""
+def make_vidor(out: str, num: int, distinct: int, src: str | None = None) -> int:
+  """`num` training videos (640x360, 600-660 frames) from `distinct` rendered ones (in `src`)."""
   from relations.video_relations.data import synthetic  # pylint: disable=g-import-not-at-top
 
-  src = out + ".src"
+  src = src or out + ".src"
   if not os.path.isdir(src):
     synthetic.generate(
       src,
@@ -124,11 +132,11 @@ def make_vidor(out: str, num: int, distinct: int) -> int:
   return num
 
 
-def make_occlusion(out: str, num: int, distinct: int) -> int:
+def make_occlusion(out: str, num: int, distinct: int, src: str | None = None) -> int:
   """RealOOB layout: `num` 768x1024 images (1/8 of them in test) from `distinct` rendered ones."""
   from relations.occlusion.data import synthetic  # pylint: disable=g-import-not-at-top
 
-  src = out + ".src"
+  src = src or out + ".src"
   if not os.path.isdir(src):
     synthetic.write_dataset(src, num_train=distinct, num_test=0, seed=0, size=(768, 1024))
   with open(os.path.join(src, "splits", "train.txt")) as f:
@@ -168,6 +176,59 @@ def make_visualcomet(out: str, num: int) -> int:
   return -1  # Counted after the build (examples, not images).
 
 
+TINY = 2  # items of the start-up measurement (videos, images; VisualCOMET: train images)
+
+
+def _ensure_manual(args, name: str, suffix: str, size: int) -> str:
+  """The synthetic release of `size` items under --workdir (made once, then reused)."""
+  manual = os.path.join(args.workdir, f"{name}_manual{suffix}")
+  stamp = manual + ".size"
+  made = os.path.exists(stamp) and _read_text(stamp) == str(size)
+  if not (os.path.isdir(manual) and made):
+    shutil.rmtree(manual, ignore_errors=True)
+    t0 = time.perf_counter()
+    # The rendered sources are shared by every size of a dataset.
+    src = os.path.join(args.workdir, f"{name}_manual.src")
+    if name == "vidor":
+      make_vidor(manual, size, args.distinct_videos, src=src)
+    elif name == "occlusion_boundaries":
+      make_occlusion(manual, size, args.distinct_occlusion_images, src=src)
+    else:
+      make_visualcomet(manual, size)
+    with open(stamp, "w") as f:
+      f.write(str(size))
+    print(
+      f"{name}: synthetic release of {size} written in {time.perf_counter() - t0:.0f}s", flush=True
+    )
+  return manual
+
+
+def _build(args, env, name: str, mode: str, manual: str, lost: dict) -> dict:
+  """One timed build in a fresh process; rebuilt (up to --attempts) when Beam lost examples."""
+  data_dir = os.path.join(args.workdir, f"{name}_{mode}_tfds")
+  cmd = [sys.executable, os.path.abspath(__file__), "--_build", name, manual, data_dir]
+  cmd.append(MODES[mode] or "")
+  for attempt in range(1, args.attempts + 1):
+    shutil.rmtree(data_dir, ignore_errors=True)
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    shutil.rmtree(data_dir, ignore_errors=True)
+    line = [l for l in r.stdout.splitlines() if l.startswith("RESULT ")]
+    if r.returncode or not line:
+      print(r.stdout[-2000:], r.stderr[-4000:], file=sys.stderr)
+      raise SystemExit(f"{name} {mode}: build failed")
+    result = json.loads(line[0][7:])
+    if "lost" not in result:
+      return result
+    # Beam's FnApiRunner dropped data; the build failed its completeness check.
+    lost[(name, mode)] = lost.get((name, mode), 0) + 1
+    print(
+      f"{name:22s} {mode:6s} attempt {attempt} ({os.path.basename(manual)}): {result['lost']} "
+      f"({result['seconds']:.1f}s; {_uptime().split('load average: ')[-1]})",
+      flush=True,
+    )
+  raise SystemExit(f"{name} {mode}: Beam lost data in all {args.attempts} attempts")
+
+
 def build_once(name: str, manual: str, data_dir: str, beam_options: str | None) -> dict:
   """Runs in a fresh process: times download_and_prepare only."""
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
@@ -183,10 +244,19 @@ def build_once(name: str, manual: str, data_dir: str, beam_options: str | None) 
     dc.beam_options = pipeline_options.PipelineOptions(
       flags=[f"--{o}" for o in beam_options.split(",")]
     )
+  from relations import tfds_util  # pylint: disable=g-import-not-at-top
+
   cpu0 = _cpu_seconds()
+  self0 = resource.getrusage(resource.RUSAGE_SELF)
   t0 = time.perf_counter()
-  builder.download_and_prepare(download_config=dc)
+  try:
+    builder.download_and_prepare(download_config=dc)
+  except tfds_util.BeamExamplesLostError as e:
+    return {"lost": str(e).split(" Nothing was kept")[0], "seconds": time.perf_counter() - t0}
   seconds = time.perf_counter() - t0
+  self1 = resource.getrusage(resource.RUSAGE_SELF)
+  # This process: the plain build, or Beam's runner (it moves every element between stages).
+  driver_cpu = (self1.ru_utime + self1.ru_stime) - (self0.ru_utime + self0.ru_stime)
   from array_record.python import array_record_module  # pylint: disable=g-import-not-at-top
 
   on_disk = {}
@@ -199,6 +269,7 @@ def build_once(name: str, manual: str, data_dir: str, beam_options: str | None) 
   return {
     "seconds": seconds,
     "cpu_seconds": _cpu_seconds() - cpu0,
+    "driver_cpu_seconds": driver_cpu,
     "splits": {k: v.num_examples for k, v in builder.info.splits.items()},
     "records_on_disk": on_disk,
     "bytes": sum(v.num_bytes for v in builder.info.splits.values()),
@@ -215,6 +286,12 @@ def main(argv=None) -> int:
   p.add_argument("--occlusion_images", type=int, default=160)
   p.add_argument("--distinct_occlusion_images", type=int, default=4)
   p.add_argument("--visualcomet_images", type=int, default=400)
+  p.add_argument(
+    "--attempts",
+    type=int,
+    default=3,
+    help="builds per mode when Beam loses data (the build's completeness check fails)",
+  )
   p.add_argument("--_build", nargs=4, help=argparse.SUPPRESS)
   args = p.parse_args(argv)
   if args._build:  # pylint: disable=protected-access
@@ -232,54 +309,33 @@ def main(argv=None) -> int:
     TF_CPP_MIN_LOG_LEVEL="3",
   )
   rows = []
+  lost = {}
   for name in datasets:
-    manual = os.path.join(args.workdir, f"{name}_manual")
-    sizes = {
+    size = {
       "vidor": args.videos,
       "occlusion_boundaries": args.occlusion_images,
       "visualcomet": args.visualcomet_images,
-    }
-    stamp = os.path.join(args.workdir, f"{name}_manual.size")
-    made = os.path.exists(stamp) and _read_text(stamp) == str(sizes[name])
-    if not (os.path.isdir(manual) and made):
-      shutil.rmtree(manual, ignore_errors=True)
-      t0 = time.perf_counter()
-      if name == "vidor":
-        make_vidor(manual, args.videos, args.distinct_videos)
-      elif name == "occlusion_boundaries":
-        make_occlusion(manual, args.occlusion_images, args.distinct_occlusion_images)
-      else:
-        make_visualcomet(manual, args.visualcomet_images)
-      with open(stamp, "w") as f:
-        f.write(str(sizes[name]))
-      print(f"{name}: synthetic release written in {time.perf_counter() - t0:.0f}s", flush=True)
+    }[name]
+    manual = _ensure_manual(args, name, "", size)
+    # The same build on TINY items measures what a build costs besides its items (Beam's
+    # start-up: worker processes, imports, stages); rates "without start-up" leave it out.
+    tiny_manual = _ensure_manual(args, name, "_tiny", TINY)
     results = {}
+    tiny = {}
     for mode in modes:
-      data_dir = os.path.join(args.workdir, f"{name}_{mode}_tfds")
-      shutil.rmtree(data_dir, ignore_errors=True)
-      cmd = [
-        sys.executable,
-        os.path.abspath(__file__),
-        "--_build",
-        name,
-        manual,
-        data_dir,
-        MODES[mode] or "",
-      ]
-      r = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-      line = [l for l in r.stdout.splitlines() if l.startswith("RESULT ")]
-      if r.returncode or not line:
-        print(r.stdout[-2000:], r.stderr[-4000:], file=sys.stderr)
-        raise SystemExit(f"{name} {mode}: build failed")
-      results[mode] = json.loads(line[0][7:])
+      tiny[mode] = _build(args, env, name, mode, tiny_manual, lost)
+      results[mode] = _build(args, env, name, mode, manual, lost)
       n = sum(results[mode]["splits"].values())
+      driver = "driver" if mode == "plain" else "runner"
       print(
         f"{name:22s} {mode:6s} {n:7d} {REAL[name][1]} {results[mode]['seconds']:8.1f}s "
         f"{n / results[mode]['seconds']:8.2f}/s  cpu {results[mode]['cpu_seconds']:7.1f}s "
+        f"({driver} {results[mode]['driver_cpu_seconds']:.1f}s); {TINY} items: "
+        f"{tiny[mode]['seconds']:.1f}s cpu {tiny[mode]['cpu_seconds']:.1f}s "
         f"({_uptime().split('load average: ')[-1]})",
         flush=True,
       )
-      shutil.rmtree(data_dir, ignore_errors=True)
+
     splits = {m: r["splits"] for m, r in results.items()}
     on_disk = {m: r["records_on_disk"] for m, r in results.items()}
     if len({json.dumps(s, sort_keys=True) for s in [*splits.values(), *on_disk.values()]}) != 1:
@@ -289,7 +345,7 @@ def main(argv=None) -> int:
         f"records in the files {on_disk}",
         flush=True,
       )
-    rows.append((name, results))
+    rows.append((name, results, tiny))
 
   print("load after:", _uptime())
   print()
@@ -303,7 +359,7 @@ def main(argv=None) -> int:
   )
   print("|---|---|" + "---|---|" * len(modes) + "---|---|")
   speedups = {}
-  for name, results in rows:
+  for name, results, tiny in rows:
     n = sum(next(iter(results.values()))["splits"].values())
     cells = " | ".join(
       f"{results[m]['seconds']:.1f} ({n / results[m]['seconds']:.2f}) | "
@@ -323,7 +379,7 @@ def main(argv=None) -> int:
     "(Beam adds its beam2/plain cpu ratio); hours on one idle 2-core machine with beam2; "
     "N cores (one machine or a cluster) divide the core-hours by N:"
   )
-  for name, results in rows:
+  for name, results, tiny in rows:
     n = sum(next(iter(results.values()))["splits"].values())
     for label, real in REAL[name][2].items():
       parts = []
@@ -336,7 +392,55 @@ def main(argv=None) -> int:
           f"beam {real * per2 / 3600:.2f} core-h = {real * per2 / 2 / 3600:.2f} h on 2 cores"
         )
       print(f"  {label}: " + ", ".join(parts))
-  print("prepare: beam2/plain " + " ".join(f"{k}={v:.2f}x" for k, v in speedups.items()))
+  print()
+  print(
+    f"Without start-up: (time of N items - time of {TINY}) / (N - {TINY}), i.e. what each "
+    "further item costs; CPU ms per item; beam2/plain = speedup of the item rate:"
+  )
+  marginal = {}
+  for name, results, tiny in rows:
+    n = sum(next(iter(results.values()))["splits"].values())
+    n0 = sum(next(iter(tiny.values()))["splits"].values())
+    per = {
+      m: (
+        (results[m]["seconds"] - tiny[m]["seconds"]) / (n - n0),
+        (results[m]["cpu_seconds"] - tiny[m]["cpu_seconds"]) / (n - n0),
+      )
+      for m in modes
+    }
+    start = ", ".join(f"{m} {tiny[m]['seconds']:.1f}s" for m in modes)
+    cells = "; ".join(
+      f"{m} {1000 * w:.1f} ms wall, {1000 * c:.1f} ms cpu" for m, (w, c) in per.items()
+    )
+    line = f"  {name} (start-up and {n0} items: {start}): {cells}"
+    if "plain" in per and "beam2" in per:
+      marginal[name] = per["plain"][0] / per["beam2"][0]
+      line += f"; beam2/plain {marginal[name]:.2f}x"
+    print(line)
+  print()
+  print(
+    "Beam's runner process (it receives every element a stage writes and sends it to the next "
+    "stage's worker) and its workers, CPU ms per item (start-up included):"
+  )
+  for name, results, tiny in rows:
+    n = sum(next(iter(results.values()))["splits"].values())
+    parts = [
+      f"{m} runner {1000 * results[m]['driver_cpu_seconds'] / n:.1f} ms, workers "
+      f"{1000 * (results[m]['cpu_seconds'] - results[m]['driver_cpu_seconds']) / n:.1f} ms"
+      for m in modes
+      if m != "plain"
+    ]
+    if "plain" in results:
+      parts.insert(0, f"plain {1000 * results['plain']['cpu_seconds'] / n:.1f} ms")
+    print(f"  {name}: " + "; ".join(parts))
+  for (name, mode), k in sorted(lost.items()):
+    print(f"LOST DATA: {name} {mode}: Beam lost examples in {k} build(s) (rebuilt; see above)")
+  print(
+    "prepare: beam2/plain "
+    + " ".join(f"{k}={v:.2f}x" for k, v in speedups.items())
+    + "; without start-up "
+    + " ".join(f"{k}={v:.2f}x" for k, v in marginal.items())
+  )
   return 0
 
 

@@ -3,13 +3,20 @@
 For each dataset's synthetic release (the synthetic generators, or the builder's dummy_data where
 the dataset has no generator):
   - example level: every split's `(key, serialized example)` from the plain generator equals what
-    the Beam PTransform yields on the DirectRunner (same keys, same bytes of every feature);
+    the Beam PTransform yields on the FnApiRunner (same keys, same bytes of every feature);
   - prepared files: `download_and_prepare` with Beam options writes the same split sizes and the
     same records, in the same order, as without (what `tfds build --beam_pipeline_options=...`
     does), and one build runs on two worker processes of the FnApiRunner (the engine of the
-    DirectRunner, named directly as in the README's one-machine command);
+    DirectRunner, named directly as in the README's one-machine command); every Beam build's
+    completeness counters (`tfds_util.BeamOrGenerator`) match the split sizes;
 plus the registry (`tfds build --imports relations.datasets`), `relations.datasets.prepare`, and
 reading a prepared dataset from a data_dir that must not be written to.
+
+Beam runs name `FnApiRunner`, never `DirectRunner`: Beam 2.77's DirectRunner first tries the
+Prism runner, which needs a download; without network that fails after creating a
+`beam-temp*` directory (and `beam-requirements-cache`, `tmp*`) in the system temp directory that
+nothing removes (15 per run of this module). `_no_temp_leak` runs every test with its own temp
+directory and fails a test that leaves anything but TFDS's own empty `tmp*tfds` directories.
 """
 
 import hashlib
@@ -17,6 +24,7 @@ import os
 import pickle
 import subprocess
 import sys
+import tempfile
 
 import apache_beam as beam
 import numpy as np
@@ -47,11 +55,25 @@ from relations.video_relations.data.vidvrd import vidvrd_dataset_builder as vidv
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VIDVRD_DUMMY = os.path.join(os.path.dirname(vidvrd.__file__), "dummy_data")
+ONE_PROCESS = ["--runner=FnApiRunner"]
 TWO_WORKERS = [
   "--runner=FnApiRunner",
   "--direct_running_mode=multi_processing",
   "--direct_num_workers=2",
 ]
+
+
+@pytest.fixture(autouse=True)
+def _no_temp_leak(tmp_path_factory, monkeypatch):
+  """Each test gets its own temp directory (also for subprocesses), empty again at the end."""
+  tmp = tmp_path_factory.mktemp("tempdir")
+  monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+  monkeypatch.setenv("TMPDIR", str(tmp))
+  yield
+  # TFDS 4.9.10 itself leaves one empty `tmp*tfds` directory per builder of a dataset that is
+  # not prepared yet (`DatasetInfo.initialize_from_bucket`); those stay in pytest's directory.
+  leaked = sorted(n for n in os.listdir(tmp) if not n.endswith("tfds"))
+  assert not leaked, f"left behind in the temp directory {tmp}: {leaked}"
 
 
 def _serializer(builder):
@@ -89,7 +111,7 @@ def _generated(builder, manual, tmp_path, use_beam):
       assert len(out[split]) == len(pairs), f"{split}: duplicated keys"
     return out
   dirs = {split: tmp_path / f"beam_{split}" for split in gens}
-  with beam.Pipeline(options=pipeline_options.PipelineOptions(["--runner=DirectRunner"])) as p:
+  with beam.Pipeline(options=pipeline_options.PipelineOptions(ONE_PROCESS)) as p:
     for split, transform in gens.items():
       assert isinstance(transform, beam.PTransform), type(transform)
       dirs[split].mkdir()
@@ -150,7 +172,7 @@ def _stored_records(builder, split):
   return out
 
 
-def _check(cls, manual, tmp_path, config, prepare_flags=("--runner=DirectRunner",)):
+def _check(cls, manual, tmp_path, config, prepare_flags=tuple(ONE_PROCESS)):
   """Example-level and prepared-file equality of the plain and the Beam build."""
   plain = _generated(
     cls(data_dir=str(tmp_path / "g0"), config=config), manual, tmp_path / "gen_plain", False
@@ -167,6 +189,11 @@ def _check(cls, manual, tmp_path, config, prepare_flags=("--runner=DirectRunner"
   }
   assert {s: v.num_examples for s, v in b.info.splits.items()} == {
     s: v.num_examples for s, v in a.info.splits.items()
+  }
+  # The completeness check ran on real counters: every item once, every example written.
+  assert a.beam_counts is None
+  assert b.beam_counts == {
+    s: {"items": b._beam_expected_items[s], "examples": len(ex)} for s, ex in plain.items()
   }
   for split in plain:
     ra = [_features(r) for r in _stored_records(a, split)]
@@ -283,7 +310,7 @@ def test_tfds_build_cli_with_beam_options(tmp_path):
     str(data_dir),
     "--file_format",
     "array_record",
-    "--beam_pipeline_options=runner=DirectRunner",
+    "--beam_pipeline_options=runner=FnApiRunner",
   ]
   r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
   assert r.returncode == 0, r.stderr[-3000:]
@@ -299,7 +326,7 @@ def test_tfds_build_cli_with_beam_options(tmp_path):
 def test_prepared_elsewhere_is_only_read(tmp_path):
   """Training opens a dataset built by another machine without writing into its data_dir."""
   data_dir = tmp_path / "bucket"
-  _prepare(vidvrd.Builder, VIDVRD_DUMMY, data_dir, "fps6_short96", ["--runner=DirectRunner"])
+  _prepare(vidvrd.Builder, VIDVRD_DUMMY, data_dir, "fps6_short96", ONE_PROCESS)
 
   def snapshot():
     return sorted(
@@ -331,3 +358,70 @@ def test_prepared_in_another_file_format_says_how_to_fix(tmp_path):
     r"another file format .*--file_format array_record.*tfds convert_format",
   ):
     tfds_util.ensure_built(vidvrd.Builder, str(tmp_path), None, config="fps6_short96")
+
+
+# ------------------------------------------------------------------------------- completeness
+
+
+class _Counter:
+  def __init__(self, name, committed, attempted=None):
+    self.key = type("Key", (), {"metric": type("Metric", (), {"name": name})()})()
+    self.committed, self.attempted = committed, attempted
+
+
+class _Result:
+  def __init__(self, counters):
+    self._counters = counters
+
+  def metrics(self):
+    counters = self._counters
+    return type("Metrics", (), {"query": lambda self, _filter: {"counters": counters}})()
+
+
+def test_beam_counts_are_read_per_split_and_summed_over_steps():
+  result = _Result(
+    [
+      _Counter("train/items", 3),
+      _Counter("train/examples", 5),
+      _Counter("train/examples", 2),  # the same counter reported by a second step
+      _Counter("test/items", None, attempted=1),  # a runner without committed values
+      _Counter("test/examples", None, attempted=4),
+    ]
+  )
+  assert tfds_util.read_beam_counts(result) == {
+    "train": {"items": 3, "examples": 7},
+    "test": {"items": 1, "examples": 4},
+  }
+  assert tfds_util.read_beam_counts(_Result([])) is None
+
+
+def test_lost_beam_examples_fail_the_build_with_the_counts():
+  counts = {"train": {"items": 175, "examples": 175}, "test": {"items": 25, "examples": 25}}
+  tfds_util.check_beam_counts(
+    "occlusion_boundaries",
+    {"train": 175, "test": 25},
+    counts,
+    {
+      "train": 175,
+      "test": 25,
+    },
+  )
+  # What Beam 2.77's FnApiRunner did on two worker processes (bench data, 200 RealOOB images).
+  with pytest.raises(
+    tfds_util.BeamExamplesLostError,
+    match=r"^occlusion_boundaries: the Beam pipeline lost data \(split train: 175 examples "
+    r"generated, 153 written\)\. Nothing was kept; build again\.",
+  ):
+    tfds_util.check_beam_counts(
+      "occlusion_boundaries", {"train": 175, "test": 25}, counts, {"train": 153, "test": 25}
+    )
+  with pytest.raises(
+    tfds_util.BeamExamplesLostError,
+    match=r"lost data \(split test: 25 items listed, 20 processed\)\.",
+  ):
+    tfds_util.check_beam_counts(
+      "x",
+      {"train": 175, "test": 25},
+      {"train": counts["train"], "test": {"items": 20, "examples": 20}},
+      {"train": 175, "test": 20},
+    )

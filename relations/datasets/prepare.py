@@ -5,7 +5,7 @@ on one machine or on a Beam cluster; see the README, "Preparing the real dataset
 
   tfds build --imports relations.datasets vidor --config fps2_short224 --manual_dir ~/vidor \
       --data_dir ~/tensorflow_datasets --file_format array_record \
-      --beam_pipeline_options=runner=DirectRunner,direct_running_mode=multi_processing,direct_num_workers=8
+      --beam_pipeline_options=runner=FnApiRunner,direct_running_mode=multi_processing,direct_num_workers=8
 
 This module adds what that CLI does not:
 
