@@ -40,8 +40,10 @@ of its videos; the consumer scores or keeps each chunk.
 import dataclasses
 import json
 import lzma
+import os
 import queue
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterator
 
 import numpy as np
@@ -52,6 +54,9 @@ from relations.video_relations.metrics import json_scan
 WINDOW = 64 << 20  # initial window (bytes)
 BLOCK = 8 << 20  # read-ahead block (bytes)
 CAPACITY = (4096, 1 << 16, 1 << 21)  # initial videos, records, boxes
+# The least bytes left to scan in a window for which a second thread helps
+# (`scan_document(parallel=True)`; ~10 ms of scanning).
+SPLIT_MIN = 4 << 20
 IRREGULAR = json_scan.IRREGULAR
 WARN = json_scan.WARN
 XZ_MAGIC = b"\xfd7zXZ\x00"
@@ -375,6 +380,7 @@ def scan_document(
   detach: bool = False,
   capacity: tuple | None = None,
   unique_keys: bool = False,
+  parallel: bool | None = None,
 ) -> Iterator[tuple[str, Any]]:
   """Events of a document, read window by window.
 
@@ -386,14 +392,18 @@ def scan_document(
     vocab: the `Vocabulary` to extend (a new one by default).
     window: initial window size in bytes (default `WINDOW`).
     detach: chunks do not refer to the window (`Chunk.raw`) and their
-      arrays stay valid until three more chunks have been yielded, so a
-      consumer thread may work on one while the next ones are scanned.
+      arrays stay valid until three more chunks have been yielded (and
+      the scan that follows them is written elsewhere), so a consumer thread
+      may work on one while the next ones are scanned.
     capacity: initial (videos, records, boxes) of the output arrays
       (default `CAPACITY`; untouched capacity costs address space only).
     unique_keys: refuse (FormatError "duplicate", before "end") a
       submission that repeats a video id within a "results" object or a
       top-level key, as `io.load_submission` does; by default a repeated
       key keeps the last value, as json.load.
+    parallel: scan each window's second half in a second thread while this
+      one scans the first (default: when this process may use 2 or more
+      CPUs). The events are the same; chunks may end at other videos.
 
   Yields:
     ("chunk", Chunk) whole videos; ("version", value) a top-level
@@ -417,7 +427,11 @@ def scan_document(
     else _Source(source, BLOCK)
   )
   try:
-    events = _scan(src, groundtruth, vocab, window or WINDOW, detach, capacity or CAPACITY)
+    if parallel is None:
+      parallel = len(os.sched_getaffinity(0)) > 1
+    events = _scan(
+      src, groundtruth, vocab, window or WINDOW, detach, capacity or CAPACITY, parallel
+    )
     if unique_keys and not groundtruth:
       events = _unique_keys(events)
     for event in events:
@@ -455,91 +469,156 @@ def _unique_keys(events):
     yield event
 
 
-def _scan(src, groundtruth, vocab, window, detach, capacity):
+def _split(buf, pos, state, groundtruth):
+  """Where a second thread may start scanning buf (see `_scan`), or -1."""
+  if len(buf) - pos < SPLIT_MIN:
+    return -1
+  phase = int(state[0])
+  inside = phase in (json_scan.P_RES_FIRST, json_scan.P_RES_KEY, json_scan.P_RES_NEXT)
+  if groundtruth:
+    inside = inside or phase == json_scan.P_START
+  elif phase == json_scan.P_TOP_SEEN:  # only when the reported key is "results"
+    inside = buf[pos : int(state[3])].tobytes() == b'"results"'
+  if not inside:
+    return -1
+  return int(json_scan.split_point(buf, pos + (len(buf) - pos) // 2))
+
+
+def _scan(src, groundtruth, vocab, window, detach, capacity, parallel=False):
+  """`scan_document`'s events; see there.
+
+  With `parallel`, a window with at least SPLIT_MIN bytes left to scan is
+  cut at a likely boundary between two videos (`json_scan.split_point`): a
+  second thread scans up to the cut ("head") while this one scans from it
+  on ("tail"), as if it resumed between two videos of the results. The tail
+  is kept only if the head stops exactly there, between two videos (then the
+  tail's call is what one call from the start would have returned after the
+  head's videos); otherwise the window is scanned again in one piece, so
+  every event, error and position is the sequential scan's.
+  """
   win = np.empty(window, np.uint8)
   filled = pos = base = 0
   pending = b""
   eof = False
   state = np.zeros(5, np.int64)
-  outs = [_Outputs(*capacity) for _ in range(3 if detach else 1)]
+  # Outputs in use at once: the scans being written (2 in parallel) and,
+  # detached, the chunk a consumer thread works on and the one it has queued.
+  outs = [_Outputs(*capacity) for _ in range((2 if parallel else 1) + (2 if detach else 0))]
   turn = 0
-  while True:
-    # Fill the window.
-    while filled < len(win) and not eof:
-      if not pending and src.readinto is not None:
-        k = src.readinto(memoryview(win)[filled:])
-        if not k:
-          eof = True
-        filled += k
-        continue
-      if not pending:
-        pending = memoryview(src.read())
+  pool = None
+  try:
+    while True:
+      # Fill the window.
+      while filled < len(win) and not eof:
+        if not pending and src.readinto is not None:
+          k = src.readinto(memoryview(win)[filled:])
+          if not k:
+            eof = True
+          filled += k
+          continue
         if not pending:
-          eof = True
-          break
-      k = min(len(pending), len(win) - filled)
-      win[filled : filled + k] = np.frombuffer(pending, np.uint8, k)
-      pending = pending[k:]
-      filled += k
-    final = eof and not pending
-    buf = win[:filled]
-    out = outs[turn]
-    code, newpos = json_scan.scan_window(buf, final, groundtruth, state, pos, *out.args())
-    code, newpos = int(code), int(newpos)
-    if out.counts[0]:
-      yield "chunk", _chunk(buf, base, out, vocab, detach)
-      turn = (turn + 1) % len(outs)
-    if state[1] >= 0:
-      yield "version", json.loads(buf[state[1] : state[2]].tobytes())
-    if code == json_scan.TOP_KEY:
-      yield "key", _decode_token(buf[newpos : state[3]].tobytes())
-      pos = newpos
-      continue
-    if code == json_scan.DONE:
-      yield "end", int(state[4])
-      return
-    if code == json_scan.NOT_OBJECT:
-      yield "not_object", None
-      return
-    if code == json_scan.TRAJECTORIES:
-      yield "annotation", None
-      return
-    if code in (json_scan.INVALID, json_scan.TOO_DEEP, json_scan.HUGE_INT):
-      # json.load decodes the whole file first: a UTF-8 error anywhere
-      # wins over a JSON error (the scanner checks UTF-8 only in strings).
-      _utf8_error(src, buf, base, pending)
-      where = _position(buf, base, newpos)
-      if code == json_scan.TOO_DEEP:
-        raise FormatError("deep", f"nesting deeper than {json_scan.MAX_DEPTH} levels at {where}")
-      if code == json_scan.HUGE_INT:
-        raise FormatError(
-          "value",
-          "an integer of more than "
-          f"{json_scan.MAX_INT_DIGITS} digits (Python's limit "
-          f"for integer string conversion) at {where}",
+          pending = memoryview(src.read())
+          if not pending:
+            eof = True
+            break
+        k = min(len(pending), len(win) - filled)
+        win[filled : filled + k] = np.frombuffer(pending, np.uint8, k)
+        pending = pending[k:]
+        filled += k
+      final = eof and not pending
+      buf = win[:filled]
+      out = outs[turn]
+      code = None
+      split = _split(buf, pos, state, groundtruth) if parallel else -1
+      if split > 0:
+        if pool is None:
+          pool = ThreadPoolExecutor(1, thread_name_prefix="scan_head")
+        other = outs[(turn + 1) % len(outs)]
+        head = state.copy()
+        future = pool.submit(
+          json_scan.scan_window, buf[:split], False, groundtruth, head, pos, *out.args()
         )
-      raise FormatError("json", f"invalid JSON at {where}")
-    if code == json_scan.RESULTS_AGAIN:
-      yield "results_again", None
-      pos = newpos
-      continue
-    if code == json_scan.FULL:
-      if not out.counts[0]:
-        outs[turn] = out.grown()
-      pos = newpos
-      continue
-    # MORE: keep the unscanned tail, read on (a larger window if one
-    # video / member does not fit).
-    if newpos == 0 and filled == len(win):
-      grown = np.empty(2 * len(win), np.uint8)
-      grown[:filled] = win[:filled]
-      win = grown
-    elif newpos:
-      tail = filled - newpos
-      win[:tail] = win[newpos:filled].copy() if tail > newpos else win[newpos:filled]
-      base += newpos
-      filled = tail
-    pos = 0
+        resumed = state.copy()  # between two videos of an object "results"
+        resumed[0], resumed[4] = json_scan.P_RES_KEY, 1
+        try:
+          tail_code, tail_pos = json_scan.scan_window(
+            buf, final, groundtruth, resumed, split, *other.args()
+          )
+        finally:
+          head_code, head_pos = future.result()
+        if (
+          int(head_code) == json_scan.MORE
+          and int(head_pos) == split
+          and int(head[0]) == json_scan.P_RES_KEY
+        ):
+          if out.counts[0]:
+            yield "chunk", _chunk(buf, base, out, vocab, detach)
+          if head[1] >= 0:
+            yield "version", json.loads(buf[head[1] : head[2]].tobytes())
+          state[:] = resumed
+          turn = (turn + 1) % len(outs)
+          out = other
+          code, newpos = int(tail_code), int(tail_pos)
+      if code is None:
+        code, newpos = json_scan.scan_window(buf, final, groundtruth, state, pos, *out.args())
+        code, newpos = int(code), int(newpos)
+      if out.counts[0]:
+        yield "chunk", _chunk(buf, base, out, vocab, detach)
+        turn = (turn + 1) % len(outs)
+      if state[1] >= 0:
+        yield "version", json.loads(buf[state[1] : state[2]].tobytes())
+      if code == json_scan.TOP_KEY:
+        yield "key", _decode_token(buf[newpos : state[3]].tobytes())
+        pos = newpos
+        continue
+      if code == json_scan.DONE:
+        yield "end", int(state[4])
+        return
+      if code == json_scan.NOT_OBJECT:
+        yield "not_object", None
+        return
+      if code == json_scan.TRAJECTORIES:
+        yield "annotation", None
+        return
+      if code in (json_scan.INVALID, json_scan.TOO_DEEP, json_scan.HUGE_INT):
+        # json.load decodes the whole file first: a UTF-8 error anywhere
+        # wins over a JSON error (the scanner checks UTF-8 only in strings).
+        _utf8_error(src, buf, base, pending)
+        where = _position(buf, base, newpos)
+        if code == json_scan.TOO_DEEP:
+          raise FormatError("deep", f"nesting deeper than {json_scan.MAX_DEPTH} levels at {where}")
+        if code == json_scan.HUGE_INT:
+          raise FormatError(
+            "value",
+            "an integer of more than "
+            f"{json_scan.MAX_INT_DIGITS} digits (Python's limit "
+            f"for integer string conversion) at {where}",
+          )
+        raise FormatError("json", f"invalid JSON at {where}")
+      if code == json_scan.RESULTS_AGAIN:
+        yield "results_again", None
+        pos = newpos
+        continue
+      if code == json_scan.FULL:
+        if not out.counts[0]:
+          outs[turn] = out.grown()
+        pos = newpos
+        continue
+      # MORE: keep the unscanned tail, read on (a larger window if one
+      # video / member does not fit).
+      if newpos == 0 and filled == len(win):
+        grown = np.empty(2 * len(win), np.uint8)
+        grown[:filled] = win[:filled]
+        win = grown
+      elif newpos:
+        tail = filled - newpos
+        win[:tail] = win[newpos:filled].copy() if tail > newpos else win[newpos:filled]
+        base += newpos
+        filled = tail
+      pos = 0
+  finally:
+    if pool is not None:
+      pool.shutdown(wait=True)
 
 
 def _utf8_error(src, buf, base, pending):

@@ -818,6 +818,9 @@ _P_RES_NEXT = 6  # after a video member: ',' or '}'
 _P_END = 7  # after the document: whitespace only
 _P_RES_VALUE = 8  # at the value of a "results" member
 _P_TOP_SEEN = 9  # a top-level member whose key was reported (TOP_KEY)
+# The phases `fastjson` looks at to scan a window in two threads.
+P_START, P_RES_FIRST, P_RES_KEY, P_RES_NEXT = _P_START, _P_RES_FIRST, _P_RES_KEY, _P_RES_NEXT
+P_TOP_SEEN = _P_TOP_SEEN
 
 
 @numba.njit(cache=True, nogil=True)
@@ -1056,6 +1059,33 @@ def scan_window(
   state[0] = phase
   counts[0], counts[1], counts[2] = nv, p, nbox
   return code, i
+
+
+@numba.njit(cache=True, nogil=True)
+def split_point(buf, lo):
+  """A likely start of a video member at or after lo, to scan from in parallel.
+
+  Returns the index just after a ',' that follows '}' ']' and precedes '"'
+  (whitespace allowed between), -1 if there is none: how one video's list of
+  records ends and the next key begins. Only a guess (the bytes may sit in a
+  string, or end a list inside a record): the caller keeps it only when the
+  scan of what comes before stops there between two video members.
+  """
+  n = len(buf)
+  i = max(lo, 1)
+  while i < n:
+    if buf[i] == 93:  # ']'
+      j = i - 1
+      while j > 0 and (buf[j] == 32 or buf[j] == 10 or buf[j] == 13 or buf[j] == 9):
+        j -= 1
+      if buf[j] == 125:  # '}'
+        k = _ws(buf, i + 1)
+        if k < n and buf[k] == 44:  # ','
+          m = _ws(buf, k + 1)
+          if m < n and buf[m] == 34:  # '"'
+            return k + 1
+    i += 1
+  return -1
 
 
 @_leaf
