@@ -28,7 +28,6 @@ lines after each evaluation's table.
 """
 
 import contextlib
-import gc
 import queue
 import sys
 import threading
@@ -128,25 +127,21 @@ class _Consumer:
 
 
 @contextlib.contextmanager
-def _large_scan_settings():
-  """Process settings for one large scan, restored after it.
+def _no_huge_pages():
+  """NumPy without its transparent-huge-page requests for large arrays, restored after.
 
-  - NumPy asks for transparent huge pages for every large array; where the kernel compacts
-    memory for such requests (`defrag` = madvise, as on our machines), the scorer's fresh
-    arrays cost 1-3.5 s of system time on a VidOR-size submission instead of ~0.9 s.
-  - The objects of the imports (numba, numpy: ~10^5) are kept out of the collector's reach
-    (`gc.freeze`): every full collection walked them again (~3% of the CPU).
+  Where the kernel compacts memory for such requests (`defrag` = madvise, as on our machines),
+  the fresh arrays of a VidOR-size submission cost 1.5-4.5 s of system time instead of ~1 s
+  (`bench/video_relations_eval.py`; 64 MiB windows, chunks and scores are short-lived).
   """
   # pylint: disable=protected-access
   setter = getattr(np._core.multiarray, "_set_madvise_hugepage", None)
-  huge = setter(False) if setter is not None else None
-  gc.freeze()
+  before = setter(False) if setter is not None else None
   try:
     yield
   finally:
-    gc.unfreeze()
     if setter is not None:
-      setter(huge)
+      setter(before)
 
 
 class _GroundTruthJob(threading.Thread):
@@ -253,7 +248,7 @@ def main(argv=None) -> int:
     "--official-lines", action="store_true", help="also print the official script's six lines"
   )
   args = ap.parse_args(argv)
-  with _large_scan_settings():
+  with _no_huge_pages():
     return _evaluate(args)
 
 

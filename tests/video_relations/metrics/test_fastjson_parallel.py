@@ -116,7 +116,9 @@ def _document(rng):
     return Obj(*_videos(rng, True)), True
   if kind < 0.25:  # one annotation file (read as GT)
     return (
-      Obj(("version", "VERSION 1.0"), ("video_id", "1"), ("trajectories", [[]]), *_videos(rng, True)),
+      Obj(
+        ("version", "VERSION 1.0"), ("video_id", "1"), ("trajectories", [[]]), *_videos(rng, True)
+      ),
       True,
     )
   top = [("version", "VERSION 1.0"), ("results", Obj(*_videos(rng, False)))]
