@@ -33,6 +33,13 @@ the whole videos of each window into `Chunk`s of arrays, with the values
 Memory: one window (64 MiB unless a single video is larger) and the arrays
 of its videos; the consumer scores or keeps each chunk.
 
+Threads: with `parallel` (the default where 2 or more CPUs are ours), each
+window is scanned by two threads, cut at a guessed boundary between two
+videos; the second thread's part is kept only if the first thread's scan
+stops exactly at the cut, between two videos (see `_scan`). Events, errors
+and positions are those of the sequential scan; only the chunks may hold
+other runs of videos.
+
 `read_table(path)` / `parse_table(bytes)` collect a whole document into one
 `RelationTable`.
 """
