@@ -64,6 +64,10 @@ CAPACITY = (4096, 1 << 16, 1 << 21)  # initial videos, records, boxes
 # The least bytes left to scan in a window for which a second thread helps
 # (`scan_document(parallel=True)`; ~10 ms of scanning).
 SPLIT_MIN = 4 << 20
+# Cuts of one document that may miss (the second thread's work is lost) before
+# its other windows are scanned in one thread: a bound on the work a document
+# that misleads the guess costs.
+MAX_MISSES = 3
 IRREGULAR = json_scan.IRREGULAR
 WARN = json_scan.WARN
 XZ_MAGIC = b"\xfd7zXZ\x00"
@@ -513,6 +517,7 @@ def _scan(src, groundtruth, vocab, window, detach, capacity, parallel=False):
   outs = [_Outputs(*capacity) for _ in range((2 if parallel else 1) + (2 if detach else 0))]
   turn = 0
   pool = None
+  misses = 0  # cuts not kept: after MAX_MISSES, the rest is scanned in one thread
   try:
     while True:
       # Fill the window.
@@ -536,7 +541,7 @@ def _scan(src, groundtruth, vocab, window, detach, capacity, parallel=False):
       buf = win[:filled]
       out = outs[turn]
       code = None
-      split = _split(buf, pos, state, groundtruth) if parallel else -1
+      split = _split(buf, pos, state, groundtruth) if parallel and misses < MAX_MISSES else -1
       if split > 0:
         if pool is None:
           pool = ThreadPoolExecutor(1, thread_name_prefix="scan_head")
@@ -566,6 +571,8 @@ def _scan(src, groundtruth, vocab, window, detach, capacity, parallel=False):
           turn = (turn + 1) % len(outs)
           out = other
           code, newpos = int(tail_code), int(tail_pos)
+        else:
+          misses += 1
       if code is None:
         code, newpos = json_scan.scan_window(buf, final, groundtruth, state, pos, *out.args())
         code, newpos = int(code), int(newpos)

@@ -1065,11 +1065,11 @@ def scan_window(
 def split_point(buf, lo):
   """A likely start of a video member at or after lo, to scan from in parallel.
 
-  Returns the index just after a ',' that follows '}' ']' and precedes '"'
-  (whitespace allowed between), -1 if there is none: how one video's list of
-  records ends and the next key begins. Only a guess (the bytes may sit in a
-  string, or end a list inside a record): the caller keeps it only when the
-  scan of what comes before stops there between two video members.
+  Returns the index just after a ',' that follows '}' ']' and precedes a
+  string, ':' and '[' (whitespace allowed between), -1 if there is none: how
+  one video's list of records ends and the next video's list begins. Only a
+  guess (the bytes may sit in a string, or in a record): the caller keeps it
+  only when the scan of what comes before stops there between two videos.
   """
   n = len(buf)
   i = max(lo, 1)
@@ -1083,7 +1083,14 @@ def split_point(buf, lo):
         if k < n and buf[k] == 44:  # ','
           m = _ws(buf, k + 1)
           if m < n and buf[m] == 34:  # '"'
-            return k + 1
+            q = m + 1
+            while q < n and buf[q] != 34:
+              q += 1 + (buf[q] == 92)
+            q = _ws(buf, q + 1)
+            if q < n and buf[q] == 58:  # ':'
+              q = _ws(buf, q + 1)
+              if q < n and buf[q] == 91:  # '['
+                return k + 1
     i += 1
   return -1
 

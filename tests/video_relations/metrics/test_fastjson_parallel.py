@@ -12,6 +12,7 @@ the sequential scan, window size by window size.
 import json
 import random
 import struct
+import threading
 
 import pytest
 
@@ -188,6 +189,7 @@ def _events(data, groundtruth, window, parallel, detach):
 @pytest.fixture
 def split_everywhere(monkeypatch):
   monkeypatch.setattr(fastjson, "SPLIT_MIN", 1)
+  monkeypatch.setattr(fastjson, "MAX_MISSES", 10**9)
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -238,3 +240,27 @@ def test_a_cut_between_videos_is_kept(split_everywhere, monkeypatch):
   assert calls == [(len(data), 0), (len(data), 1), (cut - 1, 27), (len(data), cut - 1)]
   assert [e[1] for e in events if e[0] == "video"] == [str(k) for k in range(8)]
   assert events == _events(data, False, None, False, False)
+
+
+def test_a_document_that_misleads_every_cut_is_scanned_in_one_thread_after_a_few(monkeypatch):
+  # One video of records with a list of objects before "sub_traj": every cut the guess finds
+  # is inside a record. After MAX_MISSES lost second-thread scans, no more are tried.
+  monkeypatch.setattr(fastjson, "SPLIT_MIN", 1)
+  heads = []
+  real = fastjson.json_scan.scan_window
+
+  def counting(*args):
+    heads.append(threading.current_thread().name.startswith("scan_head"))
+    return real(*args)
+
+  monkeypatch.setattr(fastjson.json_scan, "scan_window", counting)
+  rec = '{"triplet": ["a", "b", "c"], "score": 0.5, "duration": [0, 1], "extra": [{"x": 1}], '
+  rec += '"sub_traj": [[1, 2, 3, 4]], "obj_traj": [[1, 2, 3, 4]]}'
+  data = ('{"results": {"1": [' + ", ".join([rec] * 200) + "]}}").encode()
+  want = _events(data, False, 512, False, False)
+  assert [e[0] for e in want] == ["video", "end"] and len(want[0][4]) == 200
+  heads.clear()
+  assert _events(data, False, 512, True, False) == want
+  assert fastjson.MAX_MISSES == 3
+  assert heads.count(True) == 3  # the window grows 2x per call: 6 calls before it holds all
+  assert heads.count(False) > 3 + 3
