@@ -439,7 +439,7 @@ def scan_document(
   )
   try:
     if parallel is None:
-      parallel = len(os.sched_getaffinity(0)) > 1
+      parallel = _usable_cpus() > 1
     events = _scan(
       src, groundtruth, vocab, window or WINDOW, detach, capacity or CAPACITY, parallel
     )
@@ -478,6 +478,14 @@ def _unique_keys(events):
       if dups:
         raise FormatError("duplicate", duplicate_message(dups, videos if value == 1 else ()))
     yield event
+
+
+def _usable_cpus() -> int:
+  """CPUs this process may run on (all of them where the OS has no affinity: macOS)."""
+  try:
+    return len(os.sched_getaffinity(0))
+  except AttributeError:
+    return os.cpu_count() or 1
 
 
 def _split(buf, pos, state, groundtruth):

@@ -264,3 +264,23 @@ def test_a_document_that_misleads_every_cut_is_scanned_in_one_thread_after_a_few
   assert fastjson.MAX_MISSES == 3
   assert heads.count(True) == 3  # the window grows 2x per call: 6 calls before it holds all
   assert heads.count(False) > 3 + 3
+
+
+def test_two_threads_by_default_only_with_two_cpus(monkeypatch):
+  seen = []
+  real = fastjson._scan  # pylint: disable=protected-access
+
+  def spy(*args):
+    seen.append(args[-1])
+    return real(*args)
+
+  monkeypatch.setattr(fastjson, "_scan", spy)
+  data = b'{"results": {}}'
+  for cpus, want in ((1, False), (2, True)):
+    monkeypatch.setattr(fastjson.os, "sched_getaffinity", lambda _, n=cpus: set(range(n)))
+    assert [k for k, _ in fastjson.scan_document(data)] == ["end"]
+    assert seen.pop() is want
+  monkeypatch.delattr(fastjson.os, "sched_getaffinity")  # macOS: no affinity
+  monkeypatch.setattr(fastjson.os, "cpu_count", lambda: 8)
+  list(fastjson.scan_document(data))
+  assert seen.pop() is True
