@@ -47,6 +47,7 @@ other runs of videos.
 import dataclasses
 import json
 import lzma
+import mmap
 import os
 import queue
 import threading
@@ -240,6 +241,22 @@ class _Source:
         return
       except queue.Full:
         continue
+
+  def mapped(self, window: int) -> np.ndarray | None:
+    """The whole plain file as a window (a copy-on-write mapping of the page cache: no read
+    copy, no fresh pages) when it fits in `window` bytes; None otherwise."""
+    if self.xz:
+      return None
+    try:
+      size = os.fstat(self.file.fileno()).st_size
+      if not 0 < size < window:
+        return None
+      # pylint: disable-next=consider-using-with
+      mapping = mmap.mmap(self.file.fileno(), size, access=mmap.ACCESS_COPY)
+    except (OSError, ValueError):  # not a regular file (a pipe), or no mmap here
+      return None
+    self.file.seek(size)  # read() (`_utf8_error`): nothing after the window
+    return np.frombuffer(mapping, np.uint8)
 
   def read(self) -> bytes:
     if not self.xz:
@@ -515,10 +532,14 @@ def _scan(src, groundtruth, vocab, window, detach, capacity, parallel=False):
   head's videos); otherwise the window is scanned again in one piece, so
   every event, error and position is the sequential scan's.
   """
-  win = np.empty(window, np.uint8)
+  win = src.mapped(window) if src.readinto is not None else None
   filled = pos = base = 0
   pending = b""
   eof = False
+  if win is not None:  # the whole file, mapped
+    filled, eof = len(win), True
+  else:
+    win = np.empty(window, np.uint8)
   state = np.zeros(5, np.int64)
   # Outputs in use at once: the scans being written (2 in parallel) and,
   # detached, the chunk a consumer thread works on and the one it has queued.

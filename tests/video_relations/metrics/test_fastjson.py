@@ -245,3 +245,26 @@ def test_read_table_reads_xz_and_other_members(tmp_path):
   ref = columns.RelationTable.from_dicts(json.loads(text)["results"])
   assert t.boxes.tolist() == ref.boxes.tolist() == [[0.5, 1, 2.25, 3]] * 2
   assert math.isclose(t.score[0], 0.5) and t.video_ids == ["v"]
+
+
+@pytest.mark.parametrize(
+  "data,words",
+  [
+    (b'{"results": x\xc3', "can't decode byte 0xc3 at byte 13: unexpected end of data"),
+    (b'{"results": {}} \xe2\x82', "can't decode byte 0xe2 at byte 16: unexpected end of data"),
+    (b'{"results": x}\xff', "can't decode byte 0xff at byte 14"),
+    (b'{"results": {"\xc3\xa9": [}} \xc3', "can't decode byte 0xc3 at byte 23: unexpected end"),
+  ],
+)
+def test_a_file_not_utf8_is_refused_at_the_byte_json_loads_names(tmp_path, data, words):
+  # json.load decodes the whole file first: the first undecodable byte wins over a JSON
+  # error, wherever it is; the same from bytes, from a mapped file and window by window.
+  with pytest.raises(UnicodeDecodeError):
+    json.loads(data)
+  path = tmp_path / "s.json"
+  path.write_bytes(data)
+  for source, window in ((data, None), (str(path), None), (str(path), 7)):
+    with pytest.raises(fastjson.FormatError) as e:
+      list(fastjson.scan_document(source, window=window))
+    assert e.value.kind == "decode"
+    assert words in e.value.detail, (source, window)
