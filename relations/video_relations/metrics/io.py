@@ -265,8 +265,8 @@ def read_groundtruth_table(
   # The boxes kept: a plain file in one window (mapped, not read), with
   # output arrays it cannot fill (a box takes >= 9 bytes, a record >= 60):
   # one chunk, no copies (untouched capacity is address space only). One
-  # thread: two would make two chunks, and joining them costs more fresh
-  # memory than the second thread saves (3x the time on a 288 MB GT).
+  # thread: two would make two chunks, and joining them copies every array
+  # again (0.4-2.8 s on a 288 MB GT here, as fresh memory costs more or less).
   whole = plain and keep_boxes
   window = size + 1 if whole else None
   capacity = (size // 7 + 16, size // 60 + 16, size // 9 + 16) if whole else (None)
