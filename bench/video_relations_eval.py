@@ -314,36 +314,32 @@ def parse(buf, n0):
     last = i
   return cnt, tot, slow, last
 
-def floor(path, block=64 << 20):
-  t0 = time.perf_counter()
-  xz = open(path, "rb").read(6).startswith(b"\xfd7zXZ\x00")
-  f = lzma.open(path, "rb") if xz else open(path, "rb")
-  buf = np.empty(2 * block, np.uint8); filled = 0; cnt = 0; tot = 0.0
-  nbytes = 0
+def parse_stream(f, limit=None, block=64 << 20):
+  # (numbers, bytes) of a binary stream, at most limit bytes of it, in blocks.
+  buf = np.empty(2 * block, np.uint8); filled = 0; cnt = 0; nbytes = 0
   while True:
-    k = f.readinto(memoryview(buf)[filled:filled + block])
-    nbytes += k
-    filled += k
-    c, t, _, last = parse(buf[:filled], 0)
-    cnt += c; tot += t
-    if k == 0:
-      break
-    buf[:filled - last] = buf[last:filled].copy(); filled -= last
-  return cnt, nbytes, time.perf_counter() - t0
-
-def floor_range(path, lo, hi, block=64 << 20):
-  # floor() of the bytes [lo, hi) of a plain file, with a file object of its own.
-  f = open(path, "rb"); f.seek(lo); left = hi - lo
-  buf = np.empty(2 * block, np.uint8); filled = 0; cnt = 0
-  while True:
-    k = f.readinto(memoryview(buf)[filled:filled + min(block, left)]) if left else 0
-    left -= k; filled += k
-    c, t, _, last = parse(buf[:filled], 0)
+    want = block if limit is None else min(block, limit - nbytes)
+    k = f.readinto(memoryview(buf)[filled:filled + want]) if want else 0
+    nbytes += k; filled += k
+    c, _, _, last = parse(buf[:filled], 0)
     cnt += c
     if k == 0:
       break
     buf[:filled - last] = buf[last:filled].copy(); filled -= last
-  return cnt
+  return cnt, nbytes
+
+def floor(path, block=64 << 20):
+  t0 = time.perf_counter()
+  xz = open(path, "rb").read(6).startswith(b"\xfd7zXZ\x00")
+  with (lzma.open(path, "rb") if xz else open(path, "rb")) as f:
+    cnt, nbytes = parse_stream(f, None, block)
+  return cnt, nbytes, time.perf_counter() - t0
+
+def floor_range(path, lo, hi, block=64 << 20):
+  # floor() of the bytes [lo, hi) of a plain file, with a file object of its own.
+  with open(path, "rb") as f:
+    f.seek(lo)
+    return parse_stream(f, hi - lo, block)[0]
 
 def floor2(path, block=64 << 20):
   # Two threads, each on its half of the file (cut after the first ']' past the middle:
