@@ -127,6 +127,7 @@ class Vocabulary:
     self.name_index: dict[str, int] = {}
     self.triplets: list[tuple] = []
     self.triplet_index: dict[tuple, int] = {}
+    self.triplet_keys: dict[int, int] = {}  # triplet_key(name ids) -> triplet id
 
   def name_id(self, name: str) -> int:
     i = self.name_index.get(name)
@@ -141,6 +142,30 @@ class Vocabulary:
       i = self.triplet_index[triplet] = len(self.triplets)
       self.triplets.append(triplet)
     return i
+
+  def triplet_ids(self, ids: np.ndarray) -> np.ndarray:
+    """[R, 3] int64 name ids -> [R] int64 triplet ids; new triplets are numbered in the order
+    of their sorted name ids."""
+    if len(self.names) > _KEY_MASK:  # too many names for a key: one tuple per distinct row
+      uniq, inverse = np.unique(ids, axis=0, return_inverse=True)
+      tid = [self.triplet_id(tuple(self.names[j] for j in u)) for u in uniq.tolist()]
+      return np.asarray(tid, np.int64)[inverse.reshape(-1)]
+    # One int64 per row, ordered as the rows are lexicographically (name ids >= 0).
+    key = (ids[:, 0] << (2 * _KEY_BITS)) | (ids[:, 1] << _KEY_BITS) | ids[:, 2]
+    uniq, inverse = np.unique(key, return_inverse=True)
+    known, names = self.triplet_keys, self.names
+    tid = []
+    for k in uniq.tolist():
+      t = known.get(k)
+      if t is None:
+        a, b, c = k >> (2 * _KEY_BITS), (k >> _KEY_BITS) & _KEY_MASK, k & _KEY_MASK
+        t = known[k] = self.triplet_id((names[a], names[b], names[c]))
+      tid.append(t)
+    return np.asarray(tid, np.int64)[inverse]
+
+
+_KEY_BITS = 21  # bits per name id in a triplet key (3 x 21 < 63)
+_KEY_MASK = (1 << _KEY_BITS) - 1
 
 
 def _decode_token(raw: bytes) -> str:
@@ -368,11 +393,7 @@ def _chunk(buf, base, out, vocab, detach=False):
       ids = glob[ids]
     ids = ids.reshape(-1, 3)
     names[plain] = ids
-    uniq, inverse = np.unique(ids, axis=0, return_inverse=True)
-    tid = np.asarray(
-      [vocab.triplet_id(tuple(vocab.names[j] for j in u)) for u in uniq.tolist()], np.int64
-    )
-    triplet[plain] = tid[inverse.reshape(-1)]
+    triplet[plain] = vocab.triplet_ids(ids)
   raw = None
   if detach:
     raw = {

@@ -268,3 +268,24 @@ def test_a_file_not_utf8_is_refused_at_the_byte_json_loads_names(tmp_path, data,
       list(fastjson.scan_document(source, window=window))
     assert e.value.kind == "decode"
     assert words in e.value.detail, (source, window)
+
+
+@pytest.mark.parametrize("key_bits", [21, 2])
+def test_triplet_ids_number_new_triplets_as_sorted_name_rows(monkeypatch, key_bits):
+  # Triplet ids over several chunks equal numbering each chunk's distinct rows in sorted
+  # order, with the packed-key fast path (21 bits a name) and past its limit (2 bits: 4 names).
+  monkeypatch.setattr(fastjson, "_KEY_BITS", key_bits)
+  monkeypatch.setattr(fastjson, "_KEY_MASK", (1 << key_bits) - 1)
+  rng = np.random.default_rng(0)
+  got, want = fastjson.Vocabulary(), fastjson.Vocabulary()
+  for name in ["adult", "dog", "next_to", "ball", "child", "watch", "a/b"]:
+    got.name_id(name)
+    want.name_id(name)
+  for rows in (50, 1, 300, 7):
+    ids = rng.integers(0, 7, (rows, 3))
+    ids[rows // 2 :] = ids[: rows - rows // 2]  # repeated rows
+    uniq, inverse = np.unique(ids, axis=0, return_inverse=True)
+    tid = np.asarray([want.triplet_id(tuple(want.names[j] for j in u)) for u in uniq.tolist()])
+    np.testing.assert_array_equal(got.triplet_ids(ids), tid[inverse.reshape(-1)])
+  assert got.triplets == want.triplets and len(got.triplets) > 50
+  assert bool(got.triplet_keys) is (key_bits == 21)
