@@ -421,7 +421,13 @@ class TableEvaluation:
     top = self.top
     gt_table = self.gt
     n_gt_trip = len(gt_table.triplets)
-    pmap = np.asarray([self.gt_vocab.get(t, -1) for t in prediction.triplets], np.int64)
+    # GT triplet id of each predicted triplet id (-1: not in the GT), looked up only for the
+    # ids these rows use: a streamed table shares one vocabulary that grows chunk by chunk.
+    pmap = np.full(len(prediction.triplets), -1, np.int64)
+    used = np.unique(prediction.triplet)
+    used = used[used >= 0].tolist()
+    triplets, gt_vocab = prediction.triplets, self.gt_vocab
+    pmap[used] = [gt_vocab.get(triplets[u], -1) for u in used]
     videos, rows, gsel = [], [], []
     for vid, prows, _ in items:
       if self.filter and len(prows):
