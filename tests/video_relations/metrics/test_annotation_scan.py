@@ -169,6 +169,7 @@ def test_every_field_with_odd_values(tmp_path, dataset):
   assert taken > 20  # some variants stay plain (e.g. another tracker, video_path null)
 
 
+_BOX = '{{"tid": {}, "bbox": {{"xmin": 5, "ymin": 0.5, "xmax": 50, "ymax": 9}}}}'
 _EDITS = [
   lambda t: t.replace('"tid": 7', '"tid": 1', 1),  # 0: a repeated object tid
   lambda t: t.replace('{"tid": 7, "bbox"', '{"tid": 9, "bbox"', 1),  # a box of an unknown tid
@@ -210,6 +211,9 @@ _EDITS = [
   lambda t: t.replace(": ", " : ").replace(", ", " ,\n "),
   lambda t: t.replace('"frame_count": 4', '"frame_count": ' + "9" * 16, 1),
   lambda t: t.replace('"trajectories": [', '"trajectories": [[], ', 1),  # shifts every frame
+  # A second box of tid 3 in frame 0; a box of a tid no object has.
+  lambda t: t.replace('"trajectories": [[', '"trajectories": [[' + _BOX.format(3) + ", ", 1),
+  lambda t: t.replace('"trajectories": [[', '"trajectories": [[' + _BOX.format(9) + ", ", 1),
 ]
 # The edits that leave a file the compiled reader takes (with dataset "vidor"): other spellings
 # of the same numbers, escapes in values, unknown members, whitespace.
