@@ -28,7 +28,7 @@ from relations.video_relations.metrics import json_scan
 
 _ws = json_scan._ws  # pylint: disable=protected-access
 _string_end = json_scan._string_end  # pylint: disable=protected-access
-_number = json_scan._number  # pylint: disable=protected-access
+_fast_number = json_scan._fast_number  # pylint: disable=protected-access
 _skip = json_scan._skip  # pylint: disable=protected-access
 _after_item = json_scan._after_item  # pylint: disable=protected-access
 _INT = json_scan._INT  # pylint: disable=protected-access
@@ -108,7 +108,7 @@ def _key(buf, i, first, last):
 @numba.njit(cache=True, nogil=True, _nrt=False)
 def _int(buf, i):
   """An integer token of <= 15 digits at i: (value, end); end -1 otherwise."""
-  v, kind, e = _number(buf, i)
+  v, kind, e = _fast_number(buf, i)
   if kind != _INT:
     return 0, -1
   return np.int64(v), e
@@ -117,7 +117,7 @@ def _int(buf, i):
 @numba.njit(cache=True, nogil=True, _nrt=False)
 def _finite(buf, i):
   """A finite number token at i (<= 15 digits if an integer): (value, end); end -1 otherwise."""
-  v, kind, e = _number(buf, i)
+  v, kind, e = _fast_number(buf, i)
   if (kind != _INT and kind != _FLOAT) or not np.isfinite(v):
     return 0.0, -1
   return v, e
@@ -164,10 +164,10 @@ def _other(buf, j):
   return -1 if status else e
 
 
-@numba.njit(cache=True, nogil=True)
-def _bbox(buf, j, box):
-  """A bbox object at j into box [4] (finite xmin, ymin, xmax, ymax, not inverted): the index
-  after it, -1 if not plain."""
+@numba.njit(cache=True, nogil=True, _nrt=False)
+def _bbox(buf, j, boxes, row):
+  """A bbox object at j into boxes[row] (finite xmin, ymin, xmax, ymax, not inverted): the
+  index after it, -1 if not plain."""
   j, more = _open(buf, j, 123)
   got = 0
   while more:
@@ -175,13 +175,13 @@ def _bbox(buf, j, box):
     if k == -2:
       return -1
     if k >= 0:
-      box[k], j = _finite(buf, j)
+      boxes[row, k], j = _finite(buf, j)
     else:
       j = _other(buf, j)
     if j < 0:
       return -1
     j, more = _after_item(buf, j, 125)
-  if j < 0 or got != 15 or box[0] > box[2] or box[1] > box[3]:
+  if j < 0 or got != 15 or boxes[row, 0] > boxes[row, 2] or boxes[row, 1] > boxes[row, 3]:
     return -1
   return j
 
@@ -266,7 +266,7 @@ def scan(
             if k == 0:
               roi_tid[nb], j = _int(buf, j)
             elif k == 1:
-              j = _bbox(buf, j, roi_box[nb])
+              j = _bbox(buf, j, roi_box, nb)
             elif k == 2:  # the integer 0 or 1 (anything else: the dict reader)
               g, j = _int(buf, j)
               j = j if g == 0 or g == 1 else -1
@@ -317,6 +317,54 @@ def scan(
     return NOT_PLAIN
   counts[0], counts[1], counts[2], counts[3] = no, nf, nb, nr
   return OK
+
+
+def _relation_boxes(roi_frame, roi_col, roi_box, rel, s_col, o_col, frames, objects):
+  """Each relation's boxes in `RelationTable.from_dicts`' layout: its subject's over the frames
+  [begin, min(end, frames)) (the official slice of the frame list), then its object's.
+
+  Args: the boxes' frame [B], object column [B] and [B, 4] values; the relations [R, 4]
+  (subject_tid, object_tid, begin, end; 0 <= begin < end) and their subject / object columns;
+  the number of frames and of objects (columns).
+
+  Returns:
+    (boxes [2 T, 4], offset [R, 2], length [R]) with T the relations' frames; (None, None, None)
+    if an object has two boxes in a frame or a relation's frame lacks one of its boxes.
+  """
+  ok, boxes, offset, length = _relation_boxes_kernel(
+    roi_frame, roi_col, roi_box, rel, s_col, o_col, frames, objects
+  )
+  return (boxes, offset, length) if ok else (None, None, None)
+
+
+@numba.njit(cache=True, nogil=True)
+def _relation_boxes_kernel(roi_frame, roi_col, roi_box, rel, s_col, o_col, frames, objects):
+  where = np.full((frames, objects), -1, np.int64)
+  nr = len(rel)
+  length = np.zeros(nr, np.int64)
+  offset = np.zeros((nr, 2), np.int64)
+  for b in range(len(roi_col)):
+    if where[roi_frame[b], roi_col[b]] >= 0:
+      return False, np.zeros((0, 4)), offset, length
+    where[roi_frame[b], roi_col[b]] = b
+  total = 0
+  for r in range(nr):
+    length[r] = max(min(rel[r, 3], frames) - rel[r, 2], 0)
+    total += length[r]
+  boxes = np.empty((2 * total, 4), np.float64)
+  at = 0
+  for r in range(nr):
+    offset[r, 0], offset[r, 1] = at, at + length[r]
+    for side in range(2):
+      col = s_col[r] if side == 0 else o_col[r]
+      for f in range(rel[r, 2], rel[r, 2] + length[r]):
+        b = where[f, col]
+        if b < 0:
+          return False, np.zeros((0, 4)), offset, length
+        for k in range(4):
+          boxes[at, k] = roi_box[b, k]
+        at += 1
+  return True, boxes, offset, length
 
 
 def _token(data: bytes, span) -> str:
@@ -400,34 +448,16 @@ def groundtruth_table(path: str, dataset: str | None = None):
       return None
     return order[at]
 
-  roi_col = column(roi_tid[:nb])
   rel = rel[:nr]
+  roi_col = column(roi_tid[:nb])
   s_col, o_col = column(rel[:, 0]), column(rel[:, 1])
   if roi_col is None or s_col is None or o_col is None:
     return None
-  where = np.full((nf, max(no, 1)), -1, np.int64)
-  where[roi_frame[:nb], roi_col] = np.arange(nb)
-  if nb and np.count_nonzero(where >= 0) != nb:
-    return None  # a second box for a tid in a frame
-  # Each relation's frames: [begin, min(end, frames)) (the official slice of the frame list).
-  begin = rel[:, 2]
-  length = np.maximum(np.minimum(rel[:, 3], nf) - begin, 0)
-  starts = np.repeat(begin - np.cumsum(length) + length, length)
-  frames = starts + np.arange(int(length.sum()))
-  rows_s = where[frames, np.repeat(s_col, length)]
-  rows_o = where[frames, np.repeat(o_col, length)]
-  if np.any(rows_s < 0) or np.any(rows_o < 0):
-    return None  # a frame of a duration without the box: the slow path's error
-  # from_dicts' layout: per relation its subject's boxes, then its object's. Box t of relation r
-  # (t counted over all relations, bounds[r] <= t < bounds[r + 1]) goes to t + bounds[r] (subject)
-  # and t + bounds[r + 1] (object).
-  bounds = np.concatenate([[0], np.cumsum(length)])
-  of = np.repeat(np.arange(nr), length)
-  t = np.arange(len(frames))
-  boxes = np.empty((2 * len(frames), 4), np.float64)
-  boxes[t + bounds[of]] = roi_box[rows_s]
-  boxes[t + bounds[of + 1]] = roi_box[rows_o]
-  offset = np.stack([2 * bounds[:-1], bounds[:-1] + bounds[1:]], 1).astype(np.int64)
+  boxes, offset, length = _relation_boxes(
+    roi_frame[:nb], roi_col, roi_box, rel, s_col, o_col, nf, max(no, 1)
+  )
+  if offset is None:
+    return None  # a second box for a tid in a frame, or a frame of a duration without the box
   vocab = {}
   triplet = np.asarray(
     [
@@ -446,7 +476,7 @@ def groundtruth_table(path: str, dataset: str | None = None):
     flags=np.full(nr, columns.kernels.START_INT | columns.kernels.END_INT, np.uint8),
     boxes=boxes,
     offset=offset,
-    length=np.repeat(length[:, None], 2, 1).astype(np.int64),
+    length=np.repeat(length[:, None], 2, 1),
     exact_ints=True,
   )
   return video_id, table
