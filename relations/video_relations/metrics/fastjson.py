@@ -127,7 +127,7 @@ class Vocabulary:
     self.name_index: dict[str, int] = {}
     self.triplets: list[tuple] = []
     self.triplet_index: dict[tuple, int] = {}
-    self.triplet_keys: dict[int, int] = {}  # triplet_key(name ids) -> triplet id
+    self.triplet_keys: dict[int, int] = {}  # packed name ids (`triplet_ids`) -> triplet id
 
   def name_id(self, name: str) -> int:
     i = self.name_index.get(name)
