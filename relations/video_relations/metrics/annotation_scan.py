@@ -319,6 +319,7 @@ def scan(
   return OK
 
 
+@numba.njit(cache=True, nogil=True)
 def _relation_boxes(roi_frame, roi_col, roi_box, rel, s_col, o_col, frames, objects):
   """Each relation's boxes in `RelationTable.from_dicts`' layout: its subject's over the frames
   [begin, min(end, frames)) (the official slice of the frame list), then its object's.
@@ -328,17 +329,9 @@ def _relation_boxes(roi_frame, roi_col, roi_box, rel, s_col, o_col, frames, obje
   the number of frames and of objects (columns).
 
   Returns:
-    (boxes [2 T, 4], offset [R, 2], length [R]) with T the relations' frames; (None, None, None)
+    (ok, boxes [2 T, 4], offset [R, 2], length [R]) with T the relations' frames; ok False
     if an object has two boxes in a frame or a relation's frame lacks one of its boxes.
   """
-  ok, boxes, offset, length = _relation_boxes_kernel(
-    roi_frame, roi_col, roi_box, rel, s_col, o_col, frames, objects
-  )
-  return (boxes, offset, length) if ok else (None, None, None)
-
-
-@numba.njit(cache=True, nogil=True)
-def _relation_boxes_kernel(roi_frame, roi_col, roi_box, rel, s_col, o_col, frames, objects):
   where = np.full((frames, objects), -1, np.int64)
   nr = len(rel)
   length = np.zeros(nr, np.int64)
@@ -453,10 +446,10 @@ def groundtruth_table(path: str, dataset: str | None = None):
   s_col, o_col = column(rel[:, 0]), column(rel[:, 1])
   if roi_col is None or s_col is None or o_col is None:
     return None
-  boxes, offset, length = _relation_boxes(
+  ok, boxes, offset, length = _relation_boxes(
     roi_frame[:nb], roi_col, roi_box, rel, s_col, o_col, nf, max(no, 1)
   )
-  if offset is None:
+  if not ok:
     return None  # a second box for a tid in a frame, or a frame of a duration without the box
   vocab = {}
   triplet = np.asarray(

@@ -1085,10 +1085,8 @@ def split_point(buf, lo):
         if k < n and buf[k] == 44:  # ','
           m = _ws(buf, k + 1)
           if m < n and buf[m] == 34:  # '"'
-            q = m + 1
-            while q < n and buf[q] != 34:
-              q += 1 + (buf[q] == 92)
-            q = _ws(buf, q + 1)
+            q = _string_end(buf, m)
+            q = _ws(buf, q) if q > 0 else n
             if q < n and buf[q] == 58:  # ':'
               q = _ws(buf, q + 1)
               if q < n and buf[q] == 91:  # '['
