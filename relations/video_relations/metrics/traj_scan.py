@@ -1,0 +1,190 @@
+"""Word-at-a-time reader of trajectory arrays, the bulk of a VRD submission.
+
+`fast_trajectory` reads a box list written the way `json.dump` and most writers
+write it (``[[x1, y1, x2, y2], ...]``, ``, `` or ``,`` between items, numbers
+``-?digits(.digits)?`` of at most 7 digits on each side of the point). It is the
+`json_scan` box loop without its per-byte branches:
+- token starts come from 64-byte blocks, classified in one vectorised pass and
+  taken bit by bit, so the next number's position never waits on the parse of
+  the current one (the parse of a number and the check of the bytes between
+  two numbers are only checked against that position, by predictable branches);
+- a number is parsed from two 8-byte loads (digit runs by bit tricks, digit
+  values by multiply-shift), then one correctly rounded division.
+Anything else (other whitespace, exponents, longer numbers, NaN / Infinity, an
+empty list, a malformed list, the end of the buffer near) is declined: the
+caller then reads the list with the general code, from the same position, so
+results, flags and errors are the general code's.
+"""
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.cpython.unsafe.numbers import trailing_zeros
+from numba.extending import intrinsic
+
+_hot = numba.njit(cache=True, nogil=True, _nrt=False, inline="always", error_model="numpy")
+
+_X30 = np.uint64(0x3030303030303030)  # '0' in every byte
+_ADD = np.uint64(0x7676767676767676)  # byte + 0x76 sets bit 7 iff byte > 9
+_HIGH = np.uint64(0x8080808080808080)
+_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
+_GATHER = np.uint64(0x0102040810204080)
+_LOW = np.uint64(0x000000FF000000FF)
+_MUL1 = np.uint64(100 + (1000000 << 32))
+_MUL2 = np.uint64(1 + (10000 << 32))
+_POW10 = np.array([10.0**k for k in range(8)])
+_POW10I = np.array([10**k for k in range(8)], np.int64)
+# Bytes a block read may touch past the last token start it hands out (a
+# number's two 8-byte loads and the bytes after it).
+_SLACK = 32
+
+
+@intrinsic
+def _load8(typingctx, arr, idx):  # pylint: disable=unused-argument
+  """arr[idx:idx + 8] (a uint8 array) as a little-endian uint64: one unaligned
+  load, no bounds check (the caller keeps idx + 8 <= len(arr))."""
+  sig = types.uint64(arr, idx)
+
+  def codegen(context, builder, sig, args):
+    ary = context.make_array(sig.args[0])(context, builder, args[0])
+    ptr = builder.gep(ary.data, [args[1]])
+    return builder.load(builder.bitcast(ptr, ir.IntType(64).as_pointer()), align=1)
+
+  return sig, codegen
+
+
+@_hot
+def _digit_run(t):
+  """t: 8 bytes xor '0' (first byte lowest). How many leading bytes are digits (8: all)."""
+  # A digit byte is 0-9 here: + 0x76 keeps bit 7 clear only for those (a carry
+  # out of a non-digit byte can only reach bytes after the first non-digit).
+  m = ((t + _ADD) | t) & _HIGH
+  if m == np.uint64(0):
+    return 8
+  return np.int64(trailing_zeros(m)) >> 3
+
+
+@_hot
+def _value8(v):
+  """v: 8 digit bytes (xor '0', first digit lowest; leading zero bytes allowed). Their value."""
+  v = v * np.uint64(10) + (v >> np.uint64(8))  # pairs
+  v = ((v & _LOW) * _MUL1 + ((v >> np.uint64(16)) & _LOW) * _MUL2) >> np.uint64(32)
+  return np.int64(v)
+
+
+@_hot
+def _digits(t, k):
+  """The value of the first k (1-7) digit bytes of t (bytes xor '0'), exactly."""
+  return _value8(t << np.uint64(64 - 8 * k))  # the k digits into the top bytes
+
+
+@_hot
+def _token_bytes(w):
+  """Bit 7 of each byte of w set where that byte is '-', '.' or a digit."""
+  # Per byte on its low 7 bits (no carry between bytes), then ASCII only.
+  b7 = w & _LOW7
+  ge45 = b7 + np.uint64(0x5353535353535353)  # bit 7: b7 >= 45
+  gt57 = b7 + np.uint64(0x4646464646464646)  # bit 7: b7 >= 58
+  x = (w ^ np.uint64(0x2F2F2F2F2F2F2F2F)) & _LOW7
+  not47 = (x + _LOW7) | x  # bit 7: byte != '/'
+  return ge45 & ~gt57 & not47 & ~w & _HIGH
+
+
+@_hot
+def _token_starts(buf, base, carry):
+  """The 64 bytes from base: (bit j set where buf[base + j] starts a number-like
+  token (digits, '.', '-') not continuing one, the token bit of the last byte)."""
+  m = np.uint64(0)
+  for q in range(8):
+    t = _token_bytes(_load8(buf, base + 8 * q)) >> np.uint64(7)
+    # Bit 8j -> bit 56 + j (no two products meet), the top byte to bits 8q-8q+7.
+    m |= ((t * _GATHER) >> np.uint64(56)) << np.uint64(8 * q)
+  return m & ~((m << np.uint64(1)) | carry), m >> np.uint64(63)
+
+
+@_hot
+def _number(buf, s):
+  """The number token at s: (value, end), end -1 if it is not -?digits(.digits)?
+  with 1-7 digits on each side (no leading zero). As `json_scan._fast_number`:
+  an integer "-0" is 0.0, a fraction the correctly rounded m / 10**f."""
+  neg = buf[s] == 45
+  j = s + 1 if neg else s
+  w = _load8(buf, j)
+  t = w ^ _X30
+  k = _digit_run(t)
+  if k == 0 or k == 8 or (k > 1 and (t & np.uint64(0xFF)) == np.uint64(0)):
+    return 0.0, -1
+  if (w >> np.uint64(8 * k)) & np.uint64(0xFF) != np.uint64(46):
+    m = _digits(t, k)
+    v = float(m)
+    return (-v if neg and m != 0 else v), j + k
+  t2 = _load8(buf, j + k + 1) ^ _X30
+  f = _digit_run(t2)
+  if f == 0 or f == 8:
+    return 0.0, -1
+  if k + f <= 8:  # both parts in one word: k digits, then f digits, then the value
+    u = ((t << np.uint64(64 - 8 * k)) >> np.uint64(8 * f)) | (t2 << np.uint64(64 - 8 * f))
+    m = _value8(u)
+  else:
+    m = _digits(t, k) * _POW10I[f] + _digits(t2, f)
+  v = float(m) / _POW10[f]
+  return (-v if neg else v), j + k + 1 + f
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, error_model="numpy")
+def fast_trajectory(buf, i, boxes, nbox, cap):
+  """The box list at i (buf[i] == '[') into boxes[4 * nbox:] (flat x1 y1 x2 y2).
+
+  Returns:
+    (end, nbox, inverted): the index after the list, the box count after it,
+    and whether a box has x1 > x2 or y1 > y2; end -1 when declined (see the
+    module docstring; also when boxes would pass `cap` boxes): boxes written
+    so far are then garbage, to be overwritten by the caller's general read.
+  """
+  n = len(buf)
+  if i + 2 + 64 + _SLACK > n or buf[i] != 91 or buf[i + 1] != 91:
+    return -1, nbox, False
+  base = i + 2
+  st, carry = _token_starts(buf, base, np.uint64(0))
+  expect = base  # where the next number must start
+  inverted = False
+  one = np.uint64(1)
+  while True:
+    if nbox == cap:
+      return -1, nbox, False
+    b = 4 * nbox
+    for k in range(4):
+      if st == np.uint64(0):  # next block (a number starts in it if the list goes on)
+        base += 64
+        if base + 64 + _SLACK > n:
+          return -1, nbox, False
+        st, carry = _token_starts(buf, base, carry)
+        if st == np.uint64(0):
+          return -1, nbox, False
+      s = base + np.int64(trailing_zeros(st))
+      st &= st - one
+      v, e = _number(buf, s)
+      if s != expect or e < 0:
+        return -1, nbox, False
+      boxes[b + k] = v
+      c = buf[e]
+      if k < 3:
+        if c != 44:
+          return -1, nbox, False
+        expect = e + 1 + (buf[e + 1] == 32)
+    nbox += 1
+    if boxes[b] > boxes[b + 2] or boxes[b + 1] > boxes[b + 3]:
+      inverted = True
+    # After the 4th number: "]" then "]" (the end) or ", [" / ",[".
+    if c != 93:
+      return -1, nbox, False
+    c = buf[e + 1]
+    if c == 93:
+      return e + 2, nbox, inverted
+    if c != 44:
+      return -1, nbox, False
+    e += 2 + (buf[e + 2] == 32)
+    if buf[e] != 91:
+      return -1, nbox, False
+    expect = e + 1

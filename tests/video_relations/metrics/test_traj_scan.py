@@ -1,0 +1,162 @@
+"""The word-at-a-time trajectory reader: what it accepts equals json.loads bit for bit;
+everything else it declines (the general scanner then reads it)."""
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from relations.video_relations.metrics import fastjson
+from relations.video_relations.metrics import traj_scan
+
+_FILL = b', "obj_traj": [], "x": "' + b"a" * 200 + b'"}'
+
+
+def _number(rng):
+  """A token of the accepted shape: -?digits(.digits)?, 1-7 digits a side."""
+  k, f = rng.randrange(1, 8), rng.randrange(0, 8)
+  head = str(rng.randrange(10 ** (k - 1) if k > 1 else 0, 10**k))
+  sign = "-" if rng.random() < 0.3 else ""
+  if f == 0:
+    return sign + head
+  return sign + head + "." + "".join(rng.choice("0123456789") for _ in range(f))
+
+
+def _list(rng, boxes, sep=", "):
+  return (
+    "[" + sep.join("[" + sep.join(_number(rng) for _ in range(4)) + "]" for _ in range(boxes)) + "]"
+  )
+
+
+def _read(text, at=0, cap=1 << 16):
+  buf = np.frombuffer(text + _FILL, np.uint8)
+  boxes = np.full(4 * cap, np.nan)
+  end, nbox, inverted = traj_scan.fast_trajectory(buf, at, boxes, 0, cap)
+  return int(end), boxes[: 4 * nbox], bool(inverted)
+
+
+def _bits(x):
+  return np.asarray(x, np.float64).view(np.int64)
+
+
+def test_common_lists_equal_json_loads_bit_for_bit():
+  rng = random.Random(0)
+  for trial in range(3000):
+    pad = b" " * rng.randrange(0, 70)  # every offset against the 64-byte blocks
+    text = _list(rng, rng.randrange(1, 40), rng.choice([", ", ","]))
+    end, boxes, inverted = _read(pad + text.encode(), len(pad))
+    assert end == len(pad) + len(text), (trial, text)
+    want = [float(x) for b in json.loads(text) for x in b]
+    assert np.array_equal(_bits(boxes), _bits(want)), text
+    rows = np.reshape(want, (-1, 4))
+    assert inverted == bool(((rows[:, 0] > rows[:, 2]) | (rows[:, 1] > rows[:, 3])).any())
+
+
+def test_negative_zero_keeps_json_loads_sign():
+  end, boxes, _ = _read(b"[[-0, -0.0, 0, 0.0]]")
+  assert end == 20
+  assert list(np.signbit(boxes)) == [False, True, False, False]
+
+
+@pytest.mark.parametrize(
+  "text",
+  [
+    b"[]",
+    b"[ [1, 2, 3, 4]]",
+    b"[[ 1, 2, 3, 4]]",
+    b"[[1 , 2, 3, 4]]",
+    b"[[1,  2, 3, 4]]",
+    b"[[1, 2, 3, 4] ]",
+    b"[[1, 2, 3, 4],\n [1, 2, 3, 4]]",
+    b"[[1, 2, 3, 4],  [1, 2, 3, 4]]",
+    b"[[1, 2, 3]]",
+    b"[[1, 2, 3, 4, 5]]",
+    b"[[1, 2, 3, 4], 5]",
+    b"[[1e2, 2, 3, 4]]",
+    b"[[1.5E2, 2, 3, 4]]",
+    b"[[12345678, 2, 3, 4]]",
+    b"[[1.12345678, 2, 3, 4]]",
+    b"[[01, 2, 3, 4]]",
+    b"[[-01.5, 2, 3, 4]]",
+    b"[[1., 2, 3, 4]]",
+    b"[[.5, 2, 3, 4]]",
+    b"[[-, 2, 3, 4]]",
+    b"[[--1, 2, 3, 4]]",
+    b"[[+1, 2, 3, 4]]",
+    b"[[1.2.3, 2, 3, 4]]",
+    b"[[1-2, 2, 3, 4]]",
+    b"[[NaN, 2, 3, 4]]",
+    b"[[-Infinity, 2, 3, 4]]",
+    b'[["1", 2, 3, 4]]',
+    b"[[1, 2, 3, 4]",
+    b"[[1, 2, 3, 4]}",
+    b"[[1, 2, 3, 4],]",
+    b"[[1, 2, 3, 4], 1]",
+  ],
+)
+def test_other_forms_are_declined(text):
+  assert _read(text)[0] == -1
+
+
+def test_lists_near_the_end_of_the_buffer_or_the_capacity_are_declined():
+  text = b"[[1, 2, 3, 4], [5, 6, 7, 8]]"
+  buf = np.frombuffer(text + b"}" * 40, np.uint8)  # fewer than 64 + 32 bytes after
+  assert traj_scan.fast_trajectory(buf, 0, np.zeros(64), 0, 16)[0] == -1
+  assert _read(text, cap=2)[0] == len(text)
+  assert _read(text, cap=1)[0] == -1
+
+
+def test_whatever_is_accepted_after_random_edits_is_what_json_loads_reads():
+  """Byte edits of common lists: an accepted span is a list of 4-number lists
+  that json.loads reads to the same doubles; the rest is declined."""
+  rng = random.Random(1)
+  alphabet = b"0123456789.-, []eE+\n\txa\xff"
+  accepted = declined = 0
+  for _ in range(6000):
+    text = bytearray(_list(rng, rng.randrange(1, 6), rng.choice([", ", ","])).encode())
+    for _ in range(rng.randrange(1, 3)):
+      at = rng.randrange(len(text))
+      op = rng.randrange(3)
+      if op == 0:
+        text[at] = rng.choice(alphabet)
+      elif op == 1:
+        text.insert(at, rng.choice(alphabet))
+      elif len(text) > 2:
+        del text[at]
+    end, boxes, _ = _read(bytes(text))
+    if end < 0:
+      declined += 1
+      continue
+    accepted += 1
+    value = json.loads(bytes(text[:end]))
+    assert all(len(b) == 4 and all(type(x) in (int, float) for x in b) for b in value)
+    want = [float(x) for b in value for x in b]
+    assert np.array_equal(_bits(boxes), _bits(want)), bytes(text)
+  assert accepted > 500 and declined > 500
+
+
+def test_the_scanner_reads_accepted_and_declined_lists_alike():
+  """A document mixing both: the table holds json.loads's boxes in order."""
+  rng = random.Random(2)
+  preds = []
+  for p in range(60):
+    common = _list(rng, rng.randrange(1, 30))
+    other = (
+      "[" + ", ".join(f"[{rng.random()!r}, 2e1, 3, 4]" for _ in range(rng.randrange(1, 5))) + "]"
+    )
+    subj, obj = (common, other) if p % 2 else (other, common)
+    preds.append(
+      '{"triplet": ["a", "b", "c"], "score": 0.5, "duration": [0, 1], '
+      f'"sub_traj": {subj}, "obj_traj": {obj}}}'
+    )
+  text = '{"results": {"v": [' + ", ".join(preds) + "]}}"
+  table = fastjson.parse_table(text.encode())
+  want = [
+    float(x)
+    for p in json.loads(text)["results"]["v"]
+    for side in ("sub_traj", "obj_traj")
+    for b in p[side]
+    for x in b
+  ]
+  assert np.array_equal(_bits(table.boxes.reshape(-1)), _bits(want))
