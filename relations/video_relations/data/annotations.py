@@ -51,12 +51,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-from etils import epath
 import numpy as np
 
 from relations.video_relations.data import categories as vrd_categories
+
+if TYPE_CHECKING:
+  from etils import epath
 
 Box = tuple[Any, Any, Any, Any]
 GroundTruth = dict[str, list[dict[str, Any]]]
@@ -126,9 +128,17 @@ class VideoAnnotation:
     return len(self.predicates)
 
 
+def _path(path: str | epath.Path) -> epath.Path:
+  """path as an `epath.Path` (local or gs://). etils is imported here, on first use: the
+  evaluator CLI reads local files without it, and its import costs ~0.1 s of start-up."""
+  from etils import epath  # pylint: disable=import-outside-toplevel,redefined-outer-name
+
+  return epath.Path(path)
+
+
 def load_json(path: str | epath.Path) -> Any:
   """Reads a JSON file; malformed JSON raises AnnotationError naming it."""
-  path = epath.Path(path)
+  path = _path(path)
   try:
     text = path.read_text(encoding="utf-8")
   except FileNotFoundError:
@@ -456,7 +466,7 @@ def load_groundtruth(path: str | epath.Path, dataset: str | None = None) -> Grou
     AnnotationError: malformed content, or two files with one video_id.
     FileNotFoundError: `path` does not exist or a folder holds no JSON.
   """
-  path = epath.Path(path)
+  path = _path(path)
   if not path.exists():
     raise FileNotFoundError(f"{path}: no such file or folder")
   if path.is_dir():
