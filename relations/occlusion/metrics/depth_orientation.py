@@ -22,6 +22,8 @@ sufficient; its parameters are in an unpublished supplement.  Ours:
 import numba
 import numpy as np
 
+from relations import numba_cache  # noqa: F401  # caches stamped by their whole folder
+
 
 @numba.njit(cache=True, nogil=True)
 def _orient(bnd, depth, ys, xs, radius, dists, min_rel_step, theta, commit):

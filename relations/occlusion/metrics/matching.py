@@ -28,6 +28,8 @@ import math
 import numba
 import numpy as np
 
+from relations import numba_cache  # noqa: F401  # caches stamped by their whole folder
+
 # Distances are weighted by 100 and rounded like BSDS match.cc.
 COST_MULTIPLIER = 100
 _BIG = np.int64(1) << np.int64(40)

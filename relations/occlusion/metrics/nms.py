@@ -11,6 +11,8 @@ tests check the kernel bit for bit against that reference.
 import numba
 import numpy as np
 
+from relations import numba_cache  # noqa: F401  # caches stamped by their whole folder
+
 
 def conv_tri(image, r):
   """Triangle filter `convTri(I, r)` for integer r >= 2, symmetric padding.

@@ -15,6 +15,8 @@ count as background.
 import numba
 import numpy as np
 
+from relations import numba_cache  # noqa: F401  # caches stamped by their whole folder
+
 
 def _luts():
   """Deletion tables for the two subiterations, indexed by 8-bit codes."""

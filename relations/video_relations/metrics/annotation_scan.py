@@ -21,6 +21,7 @@ import json
 import numba
 import numpy as np
 
+from relations import numba_cache  # noqa: F401  # caches stamped by their whole folder
 from relations.video_relations.data import annotations as vrd_json
 from relations.video_relations.data import categories as vrd_categories
 from relations.video_relations.metrics import columns

@@ -12,6 +12,7 @@ import math
 import numba
 import numpy as np
 
+from relations import numba_cache  # noqa: F401  # caches stamped by their whole folder
 from relations.video_relations.metrics import traj_scan
 
 # Helpers called per token: compiled without the runtime's reference

@@ -25,6 +25,8 @@ recomputes it for every pair).
 import numba
 import numpy as np
 
+from relations import numba_cache  # noqa: F401  # caches stamped by their whole folder
+
 # Status codes of a vIoU evaluation: the exception the official code raises.
 OK = 0
 TYPE_ERROR = 1  # a duration bound is not an int where one is needed

@@ -23,6 +23,8 @@ from numba.core import types
 from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic
 
+from relations import numba_cache  # noqa: F401  # caches stamped by their whole folder
+
 _hot = numba.njit(cache=True, nogil=True, _nrt=False, inline="always", error_model="numpy")
 
 _X30 = np.uint64(0x3030303030303030)  # '0' in every byte
