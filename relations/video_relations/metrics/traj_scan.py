@@ -4,12 +4,14 @@
 write it (``[[x1, y1, x2, y2], ...]``, ``, `` or ``,`` between items, numbers
 ``-?digits(.digits)?`` of at most 7 digits on each side of the point). It is the
 `json_scan` box loop without its per-byte branches:
-- token starts come from 64-byte blocks, classified in one vectorised pass and
-  taken bit by bit, so the next number's position never waits on the parse of
-  the current one (the parse of a number and the check of the bytes between
-  two numbers are only checked against that position, by predictable branches);
+- token starts come from 64-byte blocks, classified 8 bytes at a time into a
+  bitmask and taken bit by bit, so the next number's position never waits on
+  the parse of the current one (the parsed end of a number and the bytes
+  between two numbers are only compared with it, by predictable branches);
 - a number is parsed from two 8-byte loads (digit runs by bit tricks, digit
   values by multiply-shift), then one correctly rounded division.
+Every byte of an accepted list is checked by the parse or the separator checks,
+whatever the bitmask says, so a wrong bit can only make it decline.
 Anything else (other whitespace, exponents, longer numbers, NaN / Infinity, an
 empty list, a malformed list, the end of the buffer near) is declined: the
 caller then reads the list with the general code, from the same position, so
