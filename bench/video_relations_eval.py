@@ -261,10 +261,11 @@ def in_memory(gt, pred, arrays, runs):
 _FLOOR = r"""
 import sys, time, lzma
 import numba, numpy as np
-from llvmlite import ir
-from numba.core import types
 from numba.cpython.unsafe.numbers import trailing_zeros
-from numba.extending import intrinsic
+# Our box reader's word-level parts: the 8-byte load, the bytes of [-.0-9], a number from two loads.
+from relations.video_relations.metrics.traj_scan import _load8 as load8
+from relations.video_relations.metrics.traj_scan import _number as short_number
+from relations.video_relations.metrics.traj_scan import _token_bytes as num_bytes
 
 P10 = np.array([10.0 ** k for k in range(23)])
 
@@ -331,20 +332,8 @@ def parse(buf, n0):
     last = i
   return cnt, tot, slow, last
 
-@intrinsic
-def load8(typingctx, arr, idx):
-  # arr[idx:idx + 8] as a little-endian uint64 (one unaligned load).
-  sig = types.uint64(arr, idx)
-  def codegen(context, builder, sig, args):
-    ary = context.make_array(sig.args[0])(context, builder, args[0])
-    ptr = builder.gep(ary.data, [args[1]])
-    return builder.load(builder.bitcast(ptr, ir.IntType(64).as_pointer()), align=1)
-  return sig, codegen
-
 U = np.uint64
 LOW7 = U(0x7F7F7F7F7F7F7F7F); HIGH = U(0x8080808080808080)
-X30 = U(0x3030303030303030); ADD = U(0x7676767676767676)
-LOW = U(0x000000FF000000FF); MUL1 = U(100 + (1000000 << 32)); MUL2 = U(1 + (10000 << 32))
 GATHER = U(0x0102040810204080)
 
 @numba.njit(nogil=True, inline="always")
@@ -356,44 +345,6 @@ def nonzero(x):
 def movemask(x):
   # bit 7 of each byte -> an 8-bit mask
   return ((x >> U(7)) * GATHER) >> U(56)
-
-@numba.njit(nogil=True, inline="always")
-def run(t):
-  # leading digit bytes of t (bytes xor '0'), 8 if all
-  m = ((t + ADD) | t) & HIGH
-  return 8 if m == U(0) else np.int64(trailing_zeros(m)) >> 3
-
-@numba.njit(nogil=True, inline="always")
-def value8(v):
-  v = v * U(10) + (v >> U(8))
-  return np.int64(((v & LOW) * MUL1 + ((v >> U(16)) & LOW) * MUL2) >> U(32))
-
-@numba.njit(nogil=True, inline="always")
-def short_number(buf, j):
-  # -?d{1,7}(.d{1,7})? not followed by an exponent: (value, end), end -1 otherwise
-  neg = buf[j] == 45
-  if neg:
-    j += 1
-  w = load8(buf, j); t = w ^ X30; k = run(t)
-  if k == 0 or k == 8:
-    return 0.0, -1
-  if (w >> U(8 * k)) & U(0xFF) != U(46):
-    e = j + k
-    v = float(value8(t << U(64 - 8 * k)))
-  else:
-    t2 = load8(buf, j + k + 1) ^ X30; f = run(t2)
-    if f == 0 or f == 8:
-      return 0.0, -1
-    e = j + k + 1 + f
-    if k + f <= 8:
-      m = value8(((t << U(64 - 8 * k)) >> U(8 * f)) | (t2 << U(64 - 8 * f)))
-    else:
-      m = value8(t << U(64 - 8 * k)) * 10 ** f + value8(t2 << U(64 - 8 * f))
-    v = float(m) / P10[f]
-  c = buf[e]
-  if c == 101 or c == 69:
-    return 0.0, -1
-  return (-v if neg else v), e
 
 @numba.njit(nogil=True)
 def wparse(buf, n0):
@@ -409,12 +360,10 @@ def wparse(buf, n0):
     for w in range(8):
       x = load8(buf, base + 8 * w)
       isq = ~nonzero(x ^ U(0x2222222222222222)) & HIGH
-      b7 = x & LOW7
-      num = (b7 + U(0x5353535353535353)) & ~(b7 + U(0x4646464646464646)) & nonzero(x ^ U(0x2F2F2F2F2F2F2F2F))
       ee = ~nonzero((x | U(0x2020202020202020)) ^ U(0x6565656565656565)) & HIGH
       plus = ~nonzero(x ^ U(0x2B2B2B2B2B2B2B2B)) & HIGH
       q |= movemask(isq) << U(8 * w)
-      tok |= movemask((num | ee | plus) & ~x & HIGH) << U(8 * w)
+      tok |= movemask(num_bytes(x) | ((ee | plus) & ~x)) << U(8 * w)
     s = q
     for sh in (1, 2, 4, 8, 16, 32):
       s ^= s << U(sh)
@@ -429,7 +378,9 @@ def wparse(buf, n0):
       c = buf[p]
       if not ((48 <= c <= 57) or c == 45):
         continue  # 'e' of true / false
-      v, e = short_number(buf, p)
+      v, e = short_number(buf, p)  # -?d{1,7}(.d{1,7})?, else e -1
+      if e >= 0 and (buf[e] == 101 or buf[e] == 69):  # an exponent follows: number_at
+        e = -1
       if e < 0:
         v, e, sl = number_at(buf, p, n)
         if e < 0:  # cut by the end of buf: the rest to parse()
