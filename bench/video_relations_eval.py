@@ -23,10 +23,10 @@ Each measurement is a child process, timed from outside (wall; CPU = user
 + system of the child; peak RSS = the child's ru_maxrss, from os.wait4):
   floor     read the submission (and the GT) in 64 MiB blocks and parse
             every number in it (no structure, no validation), with a
-            minimal compiled byte scan (Clinger's fast path) and word at a
-            time (64-byte blocks to bitmasks of quotes and number bytes,
-            a number from two 8-byte loads when it has at most 7 digits a
-            side); the time inside the child is printed too; each in one
+            minimal compiled byte scan (Clinger's fast path) and block by
+            block (64-byte blocks to bitmasks of quotes and number bytes
+            by vector compares, a number from two 8-byte loads when it has
+            at most 7 digits a side); the time inside the child is printed too; each in one
             thread and in two, each on half of each file (ours scans in two
             threads too); the fastest of the four (time inside the child) is
             the floor; the same
@@ -262,10 +262,11 @@ _FLOOR = r"""
 import sys, time, lzma
 import numba, numpy as np
 from numba.cpython.unsafe.numbers import trailing_zeros
-# Our box reader's word-level parts: the 8-byte load, the bytes of [-.0-9], a number from two loads.
-from relations.video_relations.metrics.traj_scan import _load8 as load8
+# Our box reader's parts: 64-byte class masks by vector compares, a number
+# from two 8-byte loads.
+from relations.video_relations.metrics.traj_scan import _byte_mask as byte_mask
 from relations.video_relations.metrics.traj_scan import _number as short_number
-from relations.video_relations.metrics.traj_scan import _token_bytes as num_bytes
+from relations.video_relations.metrics.traj_scan import _token_mask as num_mask
 
 P10 = np.array([10.0 ** k for k in range(23)])
 
@@ -333,22 +334,10 @@ def parse(buf, n0):
   return cnt, tot, slow, last
 
 U = np.uint64
-LOW7 = U(0x7F7F7F7F7F7F7F7F); HIGH = U(0x8080808080808080)
-GATHER = U(0x0102040810204080)
-
-@numba.njit(nogil=True, inline="always")
-def nonzero(x):
-  # bit 7 of each byte: that byte of x is not 0
-  return (((x & LOW7) + LOW7) | x) & HIGH
-
-@numba.njit(nogil=True, inline="always")
-def movemask(x):
-  # bit 7 of each byte -> an 8-bit mask
-  return ((x >> U(7)) * GATHER) >> U(56)
 
 @numba.njit(nogil=True)
 def wparse(buf, n0):
-  # parse(), word at a time: per 64-byte block, bitmasks of quotes and of
+  # parse(), a block at a time: per 64-byte block, bitmasks of quotes and of
   # number bytes [-+.0-9eE] (strings masked by a prefix xor of the quote bits;
   # the case's strings have no escapes), then each number start taken bit by
   # bit, read from two 8-byte loads when short, else by number_at; the last
@@ -356,14 +345,9 @@ def wparse(buf, n0):
   n = len(buf); cnt = 0; tot = 0.0; slow = 0; last = 0
   base = 0; inside = U(0); tcarry = U(0)
   while base + 96 <= n:
-    q = U(0); tok = U(0)
-    for w in range(8):
-      x = load8(buf, base + 8 * w)
-      isq = ~nonzero(x ^ U(0x2222222222222222)) & HIGH
-      ee = ~nonzero((x | U(0x2020202020202020)) ^ U(0x6565656565656565)) & HIGH
-      plus = ~nonzero(x ^ U(0x2B2B2B2B2B2B2B2B)) & HIGH
-      q |= movemask(isq) << U(8 * w)
-      tok |= movemask(num_bytes(x) | ((ee | plus) & ~x)) << U(8 * w)
+    q = byte_mask(buf, base, 34)
+    tok = num_mask(buf, base) | byte_mask(buf, base, 101) | byte_mask(buf, base, 69)
+    tok |= byte_mask(buf, base, 43)
     s = q
     for sh in (1, 2, 4, 8, 16, 32):
       s ^= s << U(sh)
@@ -632,15 +616,15 @@ def files_end_to_end(case_dir, runs, num_videos, slice_videos, xz):
   }
   print("files: " + ", ".join(f"{n} {b / 2**20:.0f} MiB" for n, b in sorted(sizes.items())))
   ok = True
-  # Floors: byte by byte and word at a time, in one thread and in two (ours scans in
+  # Floors: byte by byte and by vector masks, in one thread and in two (ours scans in
   # two); the floor is the fastest of the four inside its child (without the child's
   # start-up and numba compile, which ours also pays).
   floor = None
   for mode, label in (
     ("parse", "floor (read + parse numbers)"),
     ("parse2", "floor, 2 threads"),
-    ("wparse", "floor, word at a time"),
-    ("wparse2", "floor, word at a time, 2 threads"),
+    ("wparse", "floor, vector masks"),
+    ("wparse2", "floor, vector masks, 2 threads"),
   ):
     out, err, wall, cpu, rss, rc = run_child(
       [py, "-c", _FLOOR, mode, path("submission.json"), path("gt.json")]

@@ -4,7 +4,7 @@
 write it (``[[x1, y1, x2, y2], ...]``, ``, `` or ``,`` between items, numbers
 ``-?digits(.digits)?`` of at most 7 digits on each side of the point). It is the
 `json_scan` box loop without its per-byte branches:
-- token starts come from 64-byte blocks, classified 8 bytes at a time into a
+- token starts come from 64-byte blocks, classified by one vector compare into a
   bitmask and taken bit by bit, so the next number's position never waits on
   the parse of the current one (the parsed end of a number and the bytes
   between two numbers are only compared with it, by predictable branches);
@@ -32,8 +32,6 @@ _hot = numba.njit(cache=True, nogil=True, _nrt=False, inline="always", error_mod
 _X30 = np.uint64(0x3030303030303030)  # '0' in every byte
 _ADD = np.uint64(0x7676767676767676)  # byte + 0x76 sets bit 7 iff byte > 9
 _HIGH = np.uint64(0x8080808080808080)
-_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
-_GATHER = np.uint64(0x0102040810204080)
 _LOW = np.uint64(0x000000FF000000FF)
 _MUL1 = np.uint64(100 + (1000000 << 32))
 _MUL2 = np.uint64(1 + (10000 << 32))
@@ -83,27 +81,56 @@ def _digits(t, k):
   return _value8(t << np.uint64(64 - 8 * k))  # the k digits into the top bytes
 
 
-@_hot
-def _token_bytes(w):
-  """Bit 7 of each byte of w set where that byte is '-', '.' or a digit."""
-  # Per byte on its low 7 bits (no carry between bytes), then ASCII only.
-  b7 = w & _LOW7
-  ge45 = b7 + np.uint64(0x5353535353535353)  # bit 7: b7 >= 45
-  gt57 = b7 + np.uint64(0x4646464646464646)  # bit 7: b7 >= 58
-  x = (w ^ np.uint64(0x2F2F2F2F2F2F2F2F)) & _LOW7
-  not47 = (x + _LOW7) | x  # bit 7: byte != '/'
-  return ge45 & ~gt57 & not47 & ~w & _HIGH
+def _splat(vector_type, byte):
+  return ir.Constant(vector_type, [byte] * vector_type.count)
+
+
+@intrinsic
+def _token_mask(typingctx, arr, idx):  # pylint: disable=unused-argument
+  """Bit j set where arr[idx + j] (j < 64) is a digit, '-' or '.': one 64-byte vector
+  load and three compares, which LLVM lowers to the widest vectors of the CPU (no
+  bounds check: the caller keeps idx + 64 <= len(arr))."""
+  sig = types.uint64(arr, idx)
+
+  def codegen(context, builder, sig, args):
+    ary = context.make_array(sig.args[0])(context, builder, args[0])
+    vt = ir.VectorType(ir.IntType(8), 64)
+    ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), vt.as_pointer())
+    v = builder.load(ptr, align=1)
+    digit = builder.icmp_unsigned("<", builder.sub(v, _splat(vt, 48)), _splat(vt, 10))
+    sign_or_point = builder.icmp_unsigned("<", builder.sub(v, _splat(vt, 45)), _splat(vt, 2))
+    return builder.bitcast(builder.or_(digit, sign_or_point), ir.IntType(64))
+
+  return sig, codegen
+
+
+@intrinsic
+def _byte_mask(typingctx, arr, idx, byte):  # pylint: disable=unused-argument
+  """Bit j set where arr[idx + j] (j < 64) == byte (a vector load and compare, as
+  `_token_mask`; the caller keeps idx + 64 <= len(arr))."""
+  sig = types.uint64(arr, idx, byte)
+
+  def codegen(context, builder, sig, args):
+    ary = context.make_array(sig.args[0])(context, builder, args[0])
+    vt = ir.VectorType(ir.IntType(8), 64)
+    ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), vt.as_pointer())
+    v = builder.load(ptr, align=1)
+    b = builder.trunc(args[2], ir.IntType(8))
+    splat = builder.shuffle_vector(
+      builder.insert_element(ir.Constant(vt, ir.Undefined), b, ir.Constant(ir.IntType(32), 0)),
+      ir.Constant(vt, ir.Undefined),
+      ir.Constant(ir.VectorType(ir.IntType(32), 64), [0] * 64),
+    )
+    return builder.bitcast(builder.icmp_unsigned("==", v, splat), ir.IntType(64))
+
+  return sig, codegen
 
 
 @_hot
 def _token_starts(buf, base, carry):
   """The 64 bytes from base: (bit j set where buf[base + j] starts a number-like
   token (digits, '.', '-') not continuing one, the token bit of the last byte)."""
-  m = np.uint64(0)
-  for q in range(8):
-    t = _token_bytes(_load8(buf, base + 8 * q)) >> np.uint64(7)
-    # Bit 8j -> bit 56 + j (no two products meet), the top byte to bits 8q-8q+7.
-    m |= ((t * _GATHER) >> np.uint64(56)) << np.uint64(8 * q)
+  m = _token_mask(buf, base)
   return m & ~((m << np.uint64(1)) | carry), m >> np.uint64(63)
 
 

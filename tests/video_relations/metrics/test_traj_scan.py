@@ -1,9 +1,10 @@
-"""The word-at-a-time trajectory reader: what it accepts equals json.loads bit for bit;
+"""The block-at-a-time trajectory reader: what it accepts equals json.loads bit for bit;
 everything else it declines (the general scanner then reads it)."""
 
 import json
 import random
 
+import numba
 import numpy as np
 import pytest
 
@@ -38,6 +39,23 @@ def _read(text, at=0, cap=1 << 16):
 
 def _bits(x):
   return np.asarray(x, np.float64).view(np.int64)
+
+
+@numba.njit
+def _masks(buf, at, byte):
+  return traj_scan._token_mask(buf, at), traj_scan._byte_mask(buf, at, byte)  # pylint: disable=protected-access
+
+
+def test_block_masks_classify_every_byte_value_at_every_offset():
+  rng = np.random.default_rng(0)
+  data = np.concatenate([np.arange(256, dtype=np.uint8), rng.integers(0, 256, 400, np.uint8)])
+  for at in range(0, len(data) - 64, 7):
+    byte = int(data[at + 5])
+    token, same = (int(x) for x in _masks(data, at, byte))
+    for j in range(64):
+      c = int(data[at + j])
+      assert (token >> j) & 1 == (chr(c) in "-.0123456789"), (at, j, c)
+      assert (same >> j) & 1 == (c == byte), (at, j, c)
 
 
 def test_common_lists_equal_json_loads_bit_for_bit():
