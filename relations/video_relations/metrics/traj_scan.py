@@ -56,6 +56,33 @@ def _load8(typingctx, arr, idx):  # pylint: disable=unused-argument
   return sig, codegen
 
 
+@intrinsic
+def _load1(typingctx, arr, idx):  # pylint: disable=unused-argument
+  """arr[idx] (a uint8 array) as an int64, without numba's negative-index and bounds
+  code (the caller keeps 0 <= idx < len(arr))."""
+  sig = types.int64(arr, idx)
+
+  def codegen(context, builder, sig, args):
+    ary = context.make_array(sig.args[0])(context, builder, args[0])
+    return builder.zext(builder.load(builder.gep(ary.data, [args[1]])), ir.IntType(64))
+
+  return sig, codegen
+
+
+@intrinsic
+def _store(typingctx, arr, idx, value):  # pylint: disable=unused-argument
+  """arr[idx] = value (a float64 array) without the negative-index code (the caller
+  keeps 0 <= idx < len(arr))."""
+  sig = types.none(arr, idx, value)
+
+  def codegen(context, builder, sig, args):
+    ary = context.make_array(sig.args[0])(context, builder, args[0])
+    builder.store(args[2], builder.gep(ary.data, [args[1]]))
+    return context.get_dummy_value()
+
+  return sig, codegen
+
+
 @_hot
 def _digit_run(t):
   """t: 8 bytes xor '0' (first byte lowest). How many leading bytes are digits (8: all)."""
@@ -139,7 +166,7 @@ def _number(buf, s):
   """The number token at s: (value, end), end -1 if it is not -?digits(.digits)?
   with 1-7 digits on each side (no leading zero). As `json_scan._fast_number`:
   an integer "-0" is 0.0, a fraction the correctly rounded m / 10**f."""
-  neg = buf[s] == 45
+  neg = _load1(buf, s) == 45
   j = s + 1 if neg else s
   w = _load8(buf, j)
   t = w ^ _X30
@@ -174,6 +201,7 @@ def fast_trajectory(buf, i, boxes, nbox, cap):
     so far are then garbage, to be overwritten by the caller's general read.
   """
   n = len(buf)
+  cap = min(cap, len(boxes) // 4)  # the unchecked stores stay inside boxes
   if i + 2 + 64 + _SLACK > n or buf[i] != 91 or buf[i + 1] != 91:
     return -1, nbox, False
   base = i + 2
@@ -198,12 +226,12 @@ def fast_trajectory(buf, i, boxes, nbox, cap):
       v, e = _number(buf, s)
       if s != expect or e < 0:
         return -1, nbox, False
-      boxes[b + k] = v
-      c = buf[e]
+      _store(boxes, b + k, v)
+      c = _load1(buf, e)
       if k < 3:
         if c != 44:
           return -1, nbox, False
-        expect = e + 1 + (buf[e + 1] == 32)
+        expect = e + 1 + (_load1(buf, e + 1) == 32)
     nbox += 1
     if boxes[b] > boxes[b + 2] or boxes[b + 1] > boxes[b + 3]:
       inverted = True

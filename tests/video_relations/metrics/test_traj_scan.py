@@ -123,6 +123,10 @@ def test_lists_near_the_end_of_the_buffer_or_the_capacity_are_declined():
   assert traj_scan.fast_trajectory(buf, 0, np.zeros(64), 0, 16)[0] == -1
   assert _read(text, cap=2)[0] == len(text)
   assert _read(text, cap=1)[0] == -1
+  # A capacity beyond the array's own is the array's (its stores are unchecked).
+  buf = np.frombuffer(text + _FILL, np.uint8)
+  assert traj_scan.fast_trajectory(buf, 0, np.zeros(8), 0, 16)[0] == len(text)
+  assert traj_scan.fast_trajectory(buf, 0, np.zeros(7), 0, 16)[0] == -1
 
 
 def test_whatever_is_accepted_after_random_edits_is_what_json_loads_reads():
