@@ -718,7 +718,7 @@ def _pred(buf, i, is_gt, p, nbox, name_tok, score, dur, dflags, traj, boxes):
       if i >= n or buf[i] != 91:
         return IRREGULAR, i, nbox
       first = nbox
-      # The common layout word-at-a-time; anything else (declined) below.
+      # The common layout block by block (traj_scan); anything else (declined) below.
       e, nb, inverted = traj_scan.fast_trajectory(buf, i, boxes, nbox, cap)
       bmore = 1
       if e >= 0:

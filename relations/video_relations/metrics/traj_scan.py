@@ -1,17 +1,19 @@
-"""Word-at-a-time reader of trajectory arrays, the bulk of a VRD submission.
+"""Block-at-a-time reader of trajectory arrays, the bulk of a VRD submission.
 
 `fast_trajectory` reads a box list written the way `json.dump` and most writers
 write it (``[[x1, y1, x2, y2], ...]``, ``, `` or ``,`` between items, numbers
 ``-?digits(.digits)?`` of at most 7 digits on each side of the point). It is the
 `json_scan` box loop without its per-byte branches:
-- token starts come from 64-byte blocks, classified by one vector compare into a
-  bitmask and taken bit by bit, so the next number's position never waits on
+- each 64-byte block is classified by vector compares into exact bitmasks of
+  its number bytes (digits, '-', '.'), points and minus signs; number starts
+  are taken from them bit by bit, so the next number's position never waits on
   the parse of the current one (the parsed end of a number and the bytes
   between two numbers are only compared with it, by predictable branches);
-- a number is parsed from two 8-byte loads (digit runs by bit tricks, digit
-  values by multiply-shift), then one correctly rounded division.
-Every byte of an accepted list is checked by the parse or the separator checks,
-whatever the bitmask says, so a wrong bit can only make it decline.
+- a number's end, point and sign come from the masks too, so its two 8-byte
+  loads (integer and fraction digits) do not wait on each other; digit values
+  by multiply-shift, then one correctly rounded division. A number that may go
+  on past its block is parsed from the loads alone (digit runs by bit tricks).
+Every byte of an accepted list is checked, by the masks or by the separator checks.
 Anything else (other whitespace, exponents, longer numbers, NaN / Infinity, an
 empty list, a malformed list, the end of the buffer near) is declined: the
 caller then reads the list with the general code, from the same position, so
@@ -154,11 +156,13 @@ def _byte_mask(typingctx, arr, idx, byte):  # pylint: disable=unused-argument
 
 
 @_hot
-def _token_starts(buf, base, carry):
-  """The 64 bytes from base: (bit j set where buf[base + j] starts a number-like
-  token (digits, '.', '-') not continuing one, the token bit of the last byte)."""
+def _block(buf, base, carry):
+  """The 64 bytes from base, as bitmasks (bit j for buf[base + j]): (number-like tokens
+  (digits, '.', '-') starting there and not continuing one from the block before (`carry`),
+  the token bit of the last byte, the token bytes, the '.' bytes, the '-' bytes)."""
   m = _token_mask(buf, base)
-  return m & ~((m << np.uint64(1)) | carry), m >> np.uint64(63)
+  starts = m & ~((m << np.uint64(1)) | carry)
+  return starts, m >> np.uint64(63), m, _byte_mask(buf, base, 46), _byte_mask(buf, base, 45)
 
 
 @_hot
@@ -190,6 +194,45 @@ def _number(buf, s):
   return (-v if neg else v), j + k + 1 + f
 
 
+@_hot
+def _block_number(buf, s, j, tokens, points, minus):
+  """The number token at s = base + j, its bounds from the masks of its block (`_block`):
+  (value, end) as `_number`, end -1 if it is not of that shape, -2 if it may go on past the
+  block (then `_number` reads it). Its two loads do not wait on each other."""
+  one = np.uint64(1)
+  run = np.int64(trailing_zeros(~(tokens >> np.uint64(j))))  # the token's bytes
+  if j + run >= 64:
+    return 0.0, -2
+  inside = (one << np.uint64(run)) - one
+  sign = (minus >> np.uint64(j)) & inside
+  point = (points >> np.uint64(j)) & inside
+  if (sign >> one) != np.uint64(0) or (point & (point - one)) != np.uint64(0):
+    return 0.0, -1  # a '-' after the first byte, or two '.'
+  neg = np.int64(sign)
+  d = np.int64(trailing_zeros(point)) if point != np.uint64(0) else run
+  k = d - neg  # integer digits: the token's other bytes are digits
+  if k < 1 or k > 7:
+    return 0.0, -1
+  t = _load8(buf, s + neg) ^ _X30
+  if k > 1 and (t & np.uint64(0xFF)) == np.uint64(0):
+    return 0.0, -1  # a leading zero
+  if point == np.uint64(0):
+    m = _digits(t, k)
+    v = float(m)
+    return (-v if neg and m != 0 else v), s + run
+  f = run - d - 1
+  if f < 1 or f > 7:
+    return 0.0, -1
+  t2 = _load8(buf, s + d + 1) ^ _X30
+  if k + f <= 8:  # both parts in one word: k digits, then f digits, then the value
+    u = ((t << np.uint64(64 - 8 * k)) >> np.uint64(8 * f)) | (t2 << np.uint64(64 - 8 * f))
+    m = _value8(u)
+  else:
+    m = _digits(t, k) * _POW10I[f] + _digits(t2, f)
+  v = float(m) / _POW10[f]
+  return (-v if neg else v), s + run
+
+
 @numba.njit(cache=True, nogil=True, _nrt=False, error_model="numpy")
 def fast_trajectory(buf, i, boxes, nbox, cap):
   """The box list at i (buf[i] == '[') into boxes[4 * nbox:] (flat x1 y1 x2 y2).
@@ -205,7 +248,7 @@ def fast_trajectory(buf, i, boxes, nbox, cap):
   if i + 2 + 64 + _SLACK > n or buf[i] != 91 or buf[i + 1] != 91:
     return -1, nbox, False
   base = i + 2
-  st, carry = _token_starts(buf, base, np.uint64(0))
+  st, carry, tokens, points, minus = _block(buf, base, np.uint64(0))
   expect = base  # where the next number must start
   inverted = False
   one = np.uint64(1)
@@ -218,12 +261,15 @@ def fast_trajectory(buf, i, boxes, nbox, cap):
         base += 64
         if base + 64 + _SLACK > n:
           return -1, nbox, False
-        st, carry = _token_starts(buf, base, carry)
+        st, carry, tokens, points, minus = _block(buf, base, carry)
         if st == np.uint64(0):
           return -1, nbox, False
-      s = base + np.int64(trailing_zeros(st))
+      j = np.int64(trailing_zeros(st))
+      s = base + j
       st &= st - one
-      v, e = _number(buf, s)
+      v, e = _block_number(buf, s, j, tokens, points, minus)
+      if e == -2:
+        v, e = _number(buf, s)
       if s != expect or e < 0:
         return -1, nbox, False
       _store(boxes, b + k, v)

@@ -117,6 +117,30 @@ def test_other_forms_are_declined(text):
   assert _read(text)[0] == -1
 
 
+_SHAPES_ACCEPTED = ["0", "-0", "7", "-0.0", "0.5", "10", "-12.25", "1234567.1234567", "-7654321.9"]
+_SHAPES_DECLINED = [
+  "00", "-00", "01.5", "1.", "-1.", ".5", "-.5", "-", ".", "--1", "1-2", "1.2.3", "1..2", "12345678",
+  "1.12345678", "-12345678.5", "1e5", "1E-5", "5-", "0.5-", "-1.5.",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("number", _SHAPES_ACCEPTED + _SHAPES_DECLINED)
+def test_each_number_shape_at_every_offset_to_the_blocks(number):
+  """A number as the 1st..4th of a box, starting at every offset to the 64-byte blocks (so
+  also running into the next block): read as json.loads reads it, or the list declined."""
+  for place in range(4):
+    row = ["1.5", "22", "-3.25", "400"]
+    row[place] = number
+    text = "[[9, 8, 7, 6], [" + ", ".join(row) + "], [1, 2, 3, 4]]"
+    for pad in range(70):
+      end, boxes, _ = _read(b" " * pad + text.encode(), pad)
+      if number in _SHAPES_ACCEPTED:
+        want = [float(x) for b in json.loads(text) for x in b]
+        assert end == pad + len(text) and np.array_equal(_bits(boxes), _bits(want)), (text, pad)
+      else:
+        assert end == -1, (text, pad)
+
+
 def test_lists_near_the_end_of_the_buffer_or_the_capacity_are_declined():
   text = b"[[1, 2, 3, 4], [5, 6, 7, 8]]"
   buf = np.frombuffer(text + b"}" * 40, np.uint8)  # fewer than 64 + 32 bytes after
