@@ -26,8 +26,8 @@ Each measurement is a child process, timed from outside (wall; CPU = user
             minimal compiled byte scan (Clinger's fast path) and block by
             block (64-byte blocks to bitmasks of quotes and number bytes
             by vector compares, a number from two 8-byte loads when it has
-            at most 7 digits a side); the time inside the child is printed too; each in one
-            thread and in two, each on half of each file (ours scans in two
+            at most 7 digits a side); the time inside the child is printed
+            too; each in one thread and in two, each on half of each file (ours scans in two
             threads too); the fastest of the four (time inside the child) is
             the floor; the same
             for decompressing the .xz;

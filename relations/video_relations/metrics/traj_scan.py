@@ -44,10 +44,18 @@ _POW10I = np.array([10**k for k in range(8)], np.int64)
 _SLACK = 32
 
 
+def _flat(arr, dtype=types.uint8):
+  """The intrinsics index the data pointer: 1-d C-contiguous arrays of dtype only (an
+  intrinsic that returns None does not type)."""
+  return isinstance(arr, types.Array) and arr.layout == "C" and arr.ndim == 1 and arr.dtype == dtype
+
+
 @intrinsic
 def _load8(typingctx, arr, idx):  # pylint: disable=unused-argument
   """arr[idx:idx + 8] (a uint8 array) as a little-endian uint64: one unaligned
   load, no bounds check (the caller keeps idx + 8 <= len(arr))."""
+  if not _flat(arr):
+    return None
   sig = types.uint64(arr, idx)
 
   def codegen(context, builder, sig, args):
@@ -62,6 +70,8 @@ def _load8(typingctx, arr, idx):  # pylint: disable=unused-argument
 def _load1(typingctx, arr, idx):  # pylint: disable=unused-argument
   """arr[idx] (a uint8 array) as an int64, without numba's negative-index and bounds
   code (the caller keeps 0 <= idx < len(arr))."""
+  if not _flat(arr):
+    return None
   sig = types.int64(arr, idx)
 
   def codegen(context, builder, sig, args):
@@ -75,6 +85,8 @@ def _load1(typingctx, arr, idx):  # pylint: disable=unused-argument
 def _store(typingctx, arr, idx, value):  # pylint: disable=unused-argument
   """arr[idx] = value (a float64 array) without the negative-index code (the caller
   keeps 0 <= idx < len(arr))."""
+  if not _flat(arr, types.float64) or value != types.float64:
+    return None
   sig = types.none(arr, idx, value)
 
   def codegen(context, builder, sig, args):
@@ -119,6 +131,8 @@ def _token_mask(typingctx, arr, idx):  # pylint: disable=unused-argument
   """Bit j set where arr[idx + j] (j < 64) is a digit, '-' or '.': one 64-byte vector
   load and three compares, which LLVM lowers to the widest vectors of the CPU (no
   bounds check: the caller keeps idx + 64 <= len(arr))."""
+  if not _flat(arr):
+    return None
   sig = types.uint64(arr, idx)
 
   def codegen(context, builder, sig, args):
@@ -137,6 +151,8 @@ def _token_mask(typingctx, arr, idx):  # pylint: disable=unused-argument
 def _byte_mask(typingctx, arr, idx, byte):  # pylint: disable=unused-argument
   """Bit j set where arr[idx + j] (j < 64) == byte (a vector load and compare, as
   `_token_mask`; the caller keeps idx + 64 <= len(arr))."""
+  if not _flat(arr):
+    return None
   sig = types.uint64(arr, idx, byte)
 
   def codegen(context, builder, sig, args):

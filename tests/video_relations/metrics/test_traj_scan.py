@@ -41,9 +41,10 @@ def _bits(x):
   return np.asarray(x, np.float64).view(np.int64)
 
 
+# pylint: disable=protected-access
 @numba.njit
 def _masks(buf, at, byte):
-  return traj_scan._token_mask(buf, at), traj_scan._byte_mask(buf, at, byte)  # pylint: disable=protected-access
+  return traj_scan._token_mask(buf, at), traj_scan._byte_mask(buf, at, byte)
 
 
 def test_block_masks_classify_every_byte_value_at_every_offset():
@@ -56,6 +57,17 @@ def test_block_masks_classify_every_byte_value_at_every_offset():
       c = int(data[at + j])
       assert (token >> j) & 1 == (chr(c) in "-.0123456789"), (at, j, c)
       assert (same >> j) & 1 == (c == byte), (at, j, c)
+
+
+def test_unchecked_loads_and_stores_refuse_other_arrays():
+  """They index the data pointer: a strided array or another dtype does not compile."""
+  with pytest.raises(numba.core.errors.TypingError):
+    _masks(np.zeros(256, np.uint8)[::2], 0, 1)
+  with pytest.raises(numba.core.errors.TypingError):
+    _masks(np.zeros(256, np.int16), 0, 1)
+  buf = np.frombuffer(b"[[1, 2, 3, 4]]" + _FILL, np.uint8)
+  with pytest.raises(numba.core.errors.TypingError):
+    traj_scan.fast_trajectory(buf, 0, np.zeros(16, np.float32), 0, 4)
 
 
 def test_common_lists_equal_json_loads_bit_for_bit():
@@ -119,8 +131,8 @@ def test_other_forms_are_declined(text):
 
 _SHAPES_ACCEPTED = ["0", "-0", "7", "-0.0", "0.5", "10", "-12.25", "1234567.1234567", "-7654321.9"]
 _SHAPES_DECLINED = [
-  "00", "-00", "01.5", "1.", "-1.", ".5", "-.5", "-", ".", "--1", "1-2", "1.2.3", "1..2", "12345678",
-  "1.12345678", "-12345678.5", "1e5", "1E-5", "5-", "0.5-", "-1.5.",
+  "00", "-00", "01.5", "1.", "-1.", ".5", "-.5", "-", ".", "--1", "1-2", "1.2.3", "1..2",
+  "12345678", "1.12345678", "-12345678.5", "1e5", "1E-5", "5-", "0.5-", "-1.5.",
 ]  # fmt: skip
 
 
