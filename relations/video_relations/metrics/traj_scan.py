@@ -182,6 +182,16 @@ def _block(buf, base, carry):
 
 
 @_hot
+def _fraction_digits(t, k, t2, f):
+  """The integer of k digits (first bytes of t) then f digits (first bytes of t2), 1-7 each
+  (bytes xor '0')."""
+  if k + f <= 8:  # both parts in one word: k digits, then f digits, then the value
+    u = ((t << np.uint64(64 - 8 * k)) >> np.uint64(8 * f)) | (t2 << np.uint64(64 - 8 * f))
+    return _value8(u)
+  return _digits(t, k) * _POW10I[f] + _digits(t2, f)
+
+
+@_hot
 def _number(buf, s):
   """The number token at s: (value, end), end -1 if it is not -?digits(.digits)?
   with 1-7 digits on each side (no leading zero). As `json_scan._fast_number`:
@@ -201,12 +211,7 @@ def _number(buf, s):
   f = _digit_run(t2)
   if f == 0 or f == 8:
     return 0.0, -1
-  if k + f <= 8:  # both parts in one word: k digits, then f digits, then the value
-    u = ((t << np.uint64(64 - 8 * k)) >> np.uint64(8 * f)) | (t2 << np.uint64(64 - 8 * f))
-    m = _value8(u)
-  else:
-    m = _digits(t, k) * _POW10I[f] + _digits(t2, f)
-  v = float(m) / _POW10[f]
+  v = float(_fraction_digits(t, k, t2, f)) / _POW10[f]
   return (-v if neg else v), j + k + 1 + f
 
 
@@ -240,12 +245,7 @@ def _block_number(buf, s, j, tokens, points, minus):
   if f < 1 or f > 7:
     return 0.0, -1
   t2 = _load8(buf, s + d + 1) ^ _X30
-  if k + f <= 8:  # both parts in one word: k digits, then f digits, then the value
-    u = ((t << np.uint64(64 - 8 * k)) >> np.uint64(8 * f)) | (t2 << np.uint64(64 - 8 * f))
-    m = _value8(u)
-  else:
-    m = _digits(t, k) * _POW10I[f] + _digits(t2, f)
-  v = float(m) / _POW10[f]
+  v = float(_fraction_digits(t, k, t2, f)) / _POW10[f]
   return (-v if neg else v), s + run
 
 
