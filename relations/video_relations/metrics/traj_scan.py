@@ -182,13 +182,25 @@ def _block(buf, base, carry):
 
 
 @_hot
-def _fraction_digits(t, k, t2, f):
-  """The integer of k digits (first bytes of t) then f digits (first bytes of t2), 1-7 each
-  (bytes xor '0')."""
+def _integer(t, k, neg):
+  """The integer of the first k (1-7) digit bytes of t (bytes xor '0'), negated when neg but
+  for 0 (json.loads reads "-0" as the int 0)."""
+  m = _digits(t, k)
+  v = float(m)
+  return -v if neg and m != 0 else v
+
+
+@_hot
+def _decimal(t, k, t2, f, neg):
+  """k digits (first bytes of t) '.' f digits (first bytes of t2), 1-7 each (bytes xor '0'):
+  the correctly rounded m / 10**f, negated when neg."""
   if k + f <= 8:  # both parts in one word: k digits, then f digits, then the value
     u = ((t << np.uint64(64 - 8 * k)) >> np.uint64(8 * f)) | (t2 << np.uint64(64 - 8 * f))
-    return _value8(u)
-  return _digits(t, k) * _POW10I[f] + _digits(t2, f)
+    m = _value8(u)
+  else:
+    m = _digits(t, k) * _POW10I[f] + _digits(t2, f)
+  v = float(m) / _POW10[f]
+  return -v if neg else v
 
 
 @_hot
@@ -204,15 +216,12 @@ def _number(buf, s):
   if k == 0 or k == 8 or (k > 1 and (t & np.uint64(0xFF)) == np.uint64(0)):
     return 0.0, -1
   if (w >> np.uint64(8 * k)) & np.uint64(0xFF) != np.uint64(46):
-    m = _digits(t, k)
-    v = float(m)
-    return (-v if neg and m != 0 else v), j + k
+    return _integer(t, k, neg), j + k
   t2 = _load8(buf, j + k + 1) ^ _X30
   f = _digit_run(t2)
   if f == 0 or f == 8:
     return 0.0, -1
-  v = float(_fraction_digits(t, k, t2, f)) / _POW10[f]
-  return (-v if neg else v), j + k + 1 + f
+  return _decimal(t, k, t2, f, neg), j + k + 1 + f
 
 
 @_hot
@@ -238,15 +247,12 @@ def _block_number(buf, s, j, tokens, points, minus):
   if k > 1 and (t & np.uint64(0xFF)) == np.uint64(0):
     return 0.0, -1  # a leading zero
   if point == np.uint64(0):
-    m = _digits(t, k)
-    v = float(m)
-    return (-v if neg and m != 0 else v), s + run
+    return _integer(t, k, neg), s + run
   f = run - d - 1
   if f < 1 or f > 7:
     return 0.0, -1
   t2 = _load8(buf, s + d + 1) ^ _X30
-  v = float(_fraction_digits(t, k, t2, f)) / _POW10[f]
-  return (-v if neg else v), s + run
+  return _decimal(t, k, t2, f, neg), s + run
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, error_model="numpy")
