@@ -49,8 +49,10 @@ The in-memory comparison (dicts / arrays, no files) runs with
 """
 
 import argparse
+import concurrent.futures
 import json
 import math
+import multiprocessing
 import os
 import random
 import shutil
@@ -459,7 +461,13 @@ print(json.dumps(vrd_official.printed_lines(res) if status == "ok" else
 
 
 def run_child(cmd):
-  """Runs cmd as a child: (stdout, stderr, wall s, CPU s, RSS GiB, rc)."""
+  """Runs cmd as a child: (stdout, stderr, wall s, CPU s, RSS GiB, rc).
+
+  Linux keeps a process's high-water RSS across exec, and Python starts a child by vfork (the
+  child runs on this process's memory until its exec). So the child's ru_maxrss is at least this
+  process's RSS: everything big (the case, the annotation folder) is built in a spawned process
+  (`_spawned`), which keeps this one small.
+  """
   with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=fo, stderr=fe)
@@ -472,6 +480,13 @@ def run_child(cmd):
     out, err = fo.read().decode(), fe.read().decode()
   cpu = usage.ru_utime + usage.ru_stime
   return (out, err, wall, cpu, usage.ru_maxrss / 2**20, os.waitstatus_to_exitcode(status))
+
+
+def _spawned(fn, *args):
+  """fn(*args) in a fresh interpreter (spawn), so its memory never counts in a child's peak RSS."""
+  ctx = multiprocessing.get_context("spawn")
+  with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
+    return pool.submit(fn, *args).result()
 
 
 def write_case(case_dir, num_videos, preds, seed, slice_videos, xz):
@@ -615,6 +630,11 @@ def files_end_to_end(case_dir, runs, num_videos, slice_videos, xz):
     if n.endswith((".json", ".xz")) and n != "case.json"
   }
   print("files: " + ", ".join(f"{n} {b / 2**20:.0f} MiB" for n, b in sorted(sizes.items())))
+  # A lower bound of every child's peak RSS below (see run_child).
+  import resource  # pylint: disable=g-import-not-at-top
+
+  own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+  print(f"this process: peak RSS {own:.2f} GiB (every child's figure includes it)")
   ok = True
   # Floors: byte by byte and by vector masks, in one thread and in two (ours scans in
   # two); the floor is the fastest of the four inside its child (without the child's
@@ -671,7 +691,7 @@ def files_end_to_end(case_dir, runs, num_videos, slice_videos, xz):
       )
     )
   # Ours with the GT as the official annotation folder (one file per video).
-  folder = annotation_folder(case_dir)
+  folder = _spawned(annotation_folder, case_dir)
   folder_bytes = sum(
     os.path.getsize(os.path.join(d, n)) for d, _, ns in os.walk(folder) for n in ns
   )
@@ -810,8 +830,14 @@ def main(argv=None):
   runs = [("helper", args.official)]
   if args.official_vru20:
     runs.append(("vru20", args.official_vru20))
-  write_case(
-    args.case_dir, args.videos, args.preds, args.seed, args.official_videos, not args.no_xz
+  _spawned(
+    write_case,
+    args.case_dir,
+    args.videos,
+    args.preds,
+    args.seed,
+    args.official_videos,
+    not args.no_xz,
   )
   ok = files_end_to_end(args.case_dir, runs, args.videos, args.official_videos, not args.no_xz)
   if args.in_memory_videos:
