@@ -44,6 +44,7 @@ other runs of videos.
 `RelationTable`.
 """
 
+import copy
 import dataclasses
 import json
 import lzma
@@ -338,6 +339,12 @@ class _Outputs:
   def grown(self):
     return _Outputs(2 * len(self.vid_list), 2 * len(self.score), len(self.boxes) // 2)
 
+  def with_boxes(self, boxes):
+    """These outputs writing their boxes to `boxes` (a 1-d float64 view) instead."""
+    out = copy.copy(self)
+    out.boxes = boxes
+    return out
+
   def args(self):
     return (
       self.vid_tok,
@@ -557,8 +564,10 @@ def _scan(src, groundtruth, vocab, window, detach, capacity, parallel=False):
   filled = pos = base = 0
   pending = b""
   eof = False
+  share = False  # the tail writes its boxes into the head's array (see below)
   if win is not None:  # the whole file, mapped
     filled, eof = len(win), True
+    share = not detach
   else:
     win = np.empty(window, np.uint8)
   state = np.zeros(5, np.int64)
@@ -596,9 +605,18 @@ def _scan(src, groundtruth, vocab, window, detach, capacity, parallel=False):
         if pool is None:
           pool = ThreadPoolExecutor(1, thread_name_prefix="scan_head")
         other = outs[(turn + 1) % len(outs)]
+        head_args = out.args()
+        if share:
+          # One window and chunks not kept past the next scan: the tail's boxes go right after
+          # the most the head can write (a box takes >= 9 bytes), so both chunks' boxes are
+          # views of one array and `concat_tables` joins them without a copy.
+          cut = 4 * ((split - pos) // 9 + 1)
+          if cut < len(out.boxes):
+            other = other.with_boxes(out.boxes[cut:])
+            head_args = head_args[:-2] + (out.boxes[:cut], head_args[-1])
         head = state.copy()
         future = pool.submit(
-          json_scan.scan_window, buf[:split], False, groundtruth, head, pos, *out.args()
+          json_scan.scan_window, buf[:split], False, groundtruth, head, pos, *head_args
         )
         resumed = state.copy()  # between two videos of an object "results"
         resumed[0], resumed[4] = json_scan.P_RES_KEY, 1
@@ -819,6 +837,28 @@ def chunk_table(
   return table
 
 
+def _shared_boxes(parts: list):
+  """(boxes, [first box of each part in it]) when the parts' boxes are C-contiguous views of
+  one float64 array, at whole boxes; else None."""
+  root = parts[0].boxes.base if len(parts) > 1 else None
+  if not isinstance(root, np.ndarray) or root.dtype != np.float64 or root.ndim != 1:
+    return None
+  if not root.flags.c_contiguous or len(root) % 4:
+    return None
+  start = root.ctypes.data
+  firsts, end = [], 0
+  for p in parts:
+    b = p.boxes
+    if b.base is not root or b.dtype != np.float64 or not b.flags.c_contiguous:
+      return None
+    at = b.ctypes.data - start
+    if at % 32 or b.shape[1:] != (4,):
+      return None
+    firsts.append(at // 32)
+    end = max(end, at // 32 + len(b))
+  return root.reshape(-1, 4)[:end], np.asarray(firsts, np.int64)
+
+
 def concat_tables(parts: list, order: dict | None = None) -> columns.RelationTable:
   """One table of `parts` (tables sharing one triplet list).
 
@@ -850,7 +890,12 @@ def concat_tables(parts: list, order: dict | None = None) -> columns.RelationTab
       triplet=rank[inverse.reshape(-1)],
     )
   row_base = np.cumsum([0] + [len(p) for p in parts])
-  box_base = np.cumsum([0] + [len(p.boxes) for p in parts])
+  shared = _shared_boxes(parts)
+  if shared is not None:  # views of one array (a mapped GT scanned in two threads): no copy
+    boxes, box_base = shared
+  else:
+    boxes = np.concatenate([p.boxes for p in parts]) if parts else np.zeros((0, 4))
+    box_base = np.cumsum([0] + [len(p.boxes) for p in parts])
   sel, counts = [], []
   for k, j in order.values():
     b = parts[k].bounds
@@ -888,7 +933,7 @@ def concat_tables(parts: list, order: dict | None = None) -> columns.RelationTab
     score=cat("score")[sel],
     duration=cat("duration")[sel],
     flags=cat("flags")[sel],
-    boxes=cat("boxes"),
+    boxes=boxes,
     offset=offset[sel],
     length=cat("length")[sel],
     exact_ints=True,

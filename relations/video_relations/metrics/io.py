@@ -263,10 +263,11 @@ def read_groundtruth_table(
     plain = not f.read(6).startswith(fastjson.XZ_MAGIC)
   size = os.path.getsize(path)
   # The boxes kept: a plain file in one window (mapped, not read), with
-  # output arrays it cannot fill (a box takes >= 9 bytes, a record >= 60):
-  # one chunk, no copies (untouched capacity is address space only). One
-  # thread: two would make two chunks, and joining them copies every array
-  # again (0.4-2.8 s on a 288 MB GT here, as fresh memory costs more or less).
+  # output arrays it cannot fill (a box takes >= 9 bytes, a record >= 60),
+  # untouched capacity being address space only. With two CPUs it is scanned
+  # in two threads (two chunks) whose boxes share one array (`fastjson._scan`),
+  # so joining them copies only the row columns: copying the boxes cost
+  # 0.4-2.8 s on a 288 MB GT here, as fresh memory costs more or less.
   whole = plain and keep_boxes
   window = size + 1 if whole else None
   capacity = (size // 7 + 16, size // 60 + 16, size // 9 + 16) if whole else (None)
@@ -281,7 +282,6 @@ def read_groundtruth_table(
       vocab=vocab,
       window=window,
       capacity=capacity,
-      parallel=False if whole else None,
     ):
       if kind == "annotation":
         plain = annotation_scan.groundtruth_table(path, dataset)

@@ -3,6 +3,7 @@
 import glob
 import json
 import lzma
+import threading
 
 import numpy as np
 import pytest
@@ -278,8 +279,13 @@ _GT_REL = (
     '{"1": [' + _GT_REL.replace('"dog"]', '"martian"]') + "]}",
   ],
 )
-def test_groundtruth_table_equals_the_dict_loader(tmp_path, text):
-  # The CLI's GT reader: the dict loader's table, or its exact error.
+@pytest.mark.parametrize("cut", [False, True])
+def test_groundtruth_table_equals_the_dict_loader(tmp_path, monkeypatch, text, cut):
+  # The CLI's GT reader: the dict loader's table, or its exact error; also with every
+  # document cut for two threads (its boxes then shared by both halves).
+  if cut:
+    monkeypatch.setattr(vrd_fastjson, "SPLIT_MIN", 1)
+    monkeypatch.setattr(vrd_fastjson, "MAX_MISSES", 10**9)
   path = tmp_path / "gt.json"
   path.write_text(text)
   try:
@@ -310,6 +316,38 @@ def test_groundtruth_table_equals_the_dict_loader(tmp_path, text):
       or [np.zeros((0, 4))]
     ),
   )
+
+
+def test_groundtruth_file_is_read_in_two_threads_into_one_box_array(tmp_path, monkeypatch):
+  # A consolidated GT is one mapped window: its halves are scanned in two threads, and both
+  # write their boxes into one array, which the table keeps (no copy of the boxes).
+  monkeypatch.setattr(vrd_fastjson, "SPLIT_MIN", 1)
+  monkeypatch.setattr(vrd_fastjson.os, "sched_getaffinity", lambda _: {0, 1})
+  heads = []
+  real = vrd_fastjson.json_scan.scan_window
+
+  def spy(*args):
+    heads.append((threading.current_thread().name.startswith("scan_head"), args[-2]))
+    return real(*args)
+
+  monkeypatch.setattr(vrd_fastjson.json_scan, "scan_window", spy)
+  rel = lambda k: _GT_REL.replace("[0, 0, 9, 9]", f"[{k}, 0, 9, 9]").replace('"dog"', f'"d{k % 7}"')
+  text = "{" + ", ".join(f'"{v}": [{rel(v)}, {rel(v + 1000)}]' for v in range(40)) + "}"
+  path = tmp_path / "gt.json"
+  path.write_text(text)
+  got = vrd_io.read_groundtruth_table(str(path))
+  assert [h for h, _ in heads] == [True, False]  # a head and a tail, kept
+  head_boxes, tail_boxes = (b for _, b in heads)
+  assert head_boxes.base is tail_boxes.base is not None  # one array, the tail past the head's
+  assert got.boxes.base is head_boxes.base
+  want = columns.RelationTable.from_dicts(json.loads(text))
+  assert got.video_ids == want.video_ids == [str(v) for v in range(40)]
+  assert [got.triplets[i] for i in got.triplet] == [want.triplets[i] for i in want.triplet]
+  for name in ("bounds", "duration", "flags", "length"):
+    np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+  for o, n, wo in zip(got.offset.ravel(), got.length.ravel(), want.offset.ravel()):
+    np.testing.assert_array_equal(got.boxes[o : o + n], want.boxes[wo : wo + n])
+  assert got.offset.max() > len(want.boxes)  # the tail's boxes sit past a gap
 
 
 @pytest.mark.parametrize(
