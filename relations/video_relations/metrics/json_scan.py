@@ -99,14 +99,10 @@ def _powers_of_five():
       z = p5.bit_length()
       b = z + 127 if q >= -27 else 2 * z + 128
       c = 2**b // p5 + 1
-      while c >= 1 << 128:
-        c //= 2
     else:
       c = 5**q
-      while c < 1 << 127:
-        c *= 2
-      while c >= 1 << 128:
-        c //= 2
+      c <<= max(0, 128 - c.bit_length())  # bit 127 set (shifts, not a loop: import time)
+    c >>= max(0, c.bit_length() - 128)  # truncated to 128 bits
     out[q + 342] = (c >> 64, c & (2**64 - 1))
   return out
 
