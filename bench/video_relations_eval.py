@@ -55,6 +55,7 @@ import math
 import multiprocessing
 import os
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -631,8 +632,6 @@ def files_end_to_end(case_dir, runs, num_videos, slice_videos, xz):
   }
   print("files: " + ", ".join(f"{n} {b / 2**20:.0f} MiB" for n, b in sorted(sizes.items())))
   # A lower bound of every child's peak RSS below (see run_child).
-  import resource  # pylint: disable=g-import-not-at-top
-
   own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
   print(f"this process: peak RSS {own:.2f} GiB (every child's figure includes it)")
   ok = True

@@ -339,6 +339,7 @@ def test_groundtruth_file_is_read_in_two_threads_into_one_box_array(tmp_path, mo
   assert [h for h, _ in heads] == [True, False]  # a head and a tail, kept
   head_boxes, tail_boxes = (b for _, b in heads)
   assert head_boxes.base is tail_boxes.base is not None  # one array, the tail past the head's
+  assert tail_boxes.ctypes.data == head_boxes.ctypes.data + head_boxes.nbytes
   assert got.boxes.base is head_boxes.base
   want = columns.RelationTable.from_dicts(json.loads(text))
   assert got.video_ids == want.video_ids == [str(v) for v in range(40)]
