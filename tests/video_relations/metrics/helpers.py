@@ -1,4 +1,6 @@
-"""Small builders of GT / prediction records for the VRD evaluator tests."""
+"""Small builders of GT / prediction records for the VRD evaluator tests, and a table check."""
+
+import numpy as np
 
 
 def box_traj(box, n):
@@ -29,3 +31,16 @@ def pred(triplet, score, duration, sub, obj, n=None):
     "sub_traj": box_traj(sub, n),
     "obj_traj": box_traj(obj, n),
   }
+
+
+def assert_same_table(got, want, fields=("duration", "flags", "length")):
+  """Asserts two `RelationTable`s hold the same videos, rows (triplets by name, `fields`) and
+  trajectories (the boxes each row refers to; the box arrays themselves may be laid out apart)."""
+  assert got.video_ids == want.video_ids
+  assert got.bounds.tolist() == want.bounds.tolist()
+  assert [got.triplets[i] for i in got.triplet] == [want.triplets[i] for i in want.triplet]
+  for name in fields:
+    np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+  for o, n, w in zip(got.offset.ravel(), got.length.ravel(), want.offset.ravel()):
+    if n > 0:
+      np.testing.assert_array_equal(got.boxes[o : o + n], want.boxes[w : w + n])
