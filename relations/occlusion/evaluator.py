@@ -58,7 +58,7 @@ def _write_rgb(path, rgb):
   io_util.write_bytes_atomic(path, buf.tobytes())
 
 
-def write_and_score(items, source, outdir, eval_config):
+def write_and_score(items, source, outdir, eval_config, with_orientation=True):
   """Writes the prediction layout of `items` once and scores the files it wrote.
 
   Args:
@@ -69,9 +69,13 @@ def write_and_score(items, source, outdir, eval_config):
     outdir: the prediction root (created).
     eval_config: fields protocol, valid_only, border, nthresh, num_workers, matcher,
       bsds_seed (see the module docstring).
+    with_orientation: the model predicts orientation; False (config
+      `orient=false`): no orientation/ is written and the O-metrics are not
+      scored (absent from the result; an angle of 0 would be meaningless).
 
   Returns:
-    dict of the HEADLINE metrics (floats) plus "num_images".
+    dict of the HEADLINE metrics (floats; O-* only with orientation) plus
+    "num_images".
   """
   from relations.occlusion.metrics import api  # pylint: disable=g-import-not-at-top
 
@@ -79,17 +83,17 @@ def write_and_score(items, source, outdir, eval_config):
   for i, (prob, theta) in items:
     ex = source[i]
     image_id = io_util.as_str(ex["id"])
-    realoob_io.write_prediction(outdir, image_id, prob, theta)
+    realoob_io.write_prediction(outdir, image_id, prob, theta if with_orientation else None)
     _write_rgb(
       os.path.join(outdir, "overlay", image_id + ".png"),
-      overlay(np.asarray(ex["image"]), prob, theta),
+      overlay(np.asarray(ex["image"]), prob, theta if with_orientation else np.zeros_like(prob)),
     )
-    pr = realoob_io.read_prediction(outdir, image_id)
+    pr = realoob_io.read_prediction(outdir, image_id, with_orientation)
     samples.append(
       {
         "id": image_id,
         "prob": pr["boundaries"],
-        "theta_pred": pr["orientation"],
+        "theta_pred": pr.get("orientation"),
         "gts": list(np.asarray(ex["boundaries"], bool)),
         "theta_gts": list(np.asarray(ex["orientation"], np.float32)),
         "valids": list(np.asarray(ex["valid"], bool)),
@@ -104,8 +108,9 @@ def write_and_score(items, source, outdir, eval_config):
     num_workers=int(eval_config.get("num_workers", 0)) or None,
     matcher=eval_config.get("matcher", "exact"),
     bsds_seed=int(eval_config.get("bsds_seed", 0)),
+    with_orientation=with_orientation,
   )
-  out = {k: float(res[k]) for k in HEADLINE}
+  out = {k: float(res[k]) for k in HEADLINE if res[k] is not None}
   out["num_images"] = float(len(samples))
   return out
 
@@ -118,7 +123,7 @@ def num_images(source, eval_config) -> int:
   return n
 
 
-def predict_and_score(predict, source, outdir, eval_config, write=True):
+def predict_and_score(predict, source, outdir, eval_config, write=True, with_orientation=True):
   """Runs `predict` image by image in this process, writes the layout, scores it.
 
   For oracles and the demo; training and `relations.predict` use the sharded
@@ -131,6 +136,7 @@ def predict_and_score(predict, source, outdir, eval_config, write=True):
     outdir: the prediction root (created).
     eval_config: see `write_and_score`, plus max_images.
     write: write and score (False: predict only).
+    with_orientation: see `write_and_score`.
 
   Returns:
     dict of the HEADLINE metrics (floats) plus "num_images"; {} if not write.
@@ -140,7 +146,7 @@ def predict_and_score(predict, source, outdir, eval_config, write=True):
     items.append((i, predict(np.asarray(source[i]["image"]))))
   if not write:
     return {}
-  return write_and_score(items, source, outdir, eval_config)
+  return write_and_score(items, source, outdir, eval_config, with_orientation)
 
 
 class Evaluator:
@@ -154,6 +160,8 @@ class Evaluator:
     api.check_matcher(eval_config.get("matcher", "exact"), int(eval_config.get("bsds_seed", 0)))
     self.model, self.config, self.eval_config = model, config, eval_config
     self.workdir = workdir
+    # orient=false models have no orientation output: B-metrics only.
+    self.with_orientation = bool(config.model.get("orientation", True))
     self.source = occlusion.make_builder(config).as_data_source(eval_config.split)
     vit_kw = dict(config.model.get("vit") or {})
     if config.model.get("vit_variant"):
@@ -209,5 +217,8 @@ class Evaluator:
       mesh=mesh,
     )
     return eval_loop.finish(
-      items, lambda all_items: write_and_score(all_items, self.source, outdir, self.eval_config)
+      items,
+      lambda all_items: write_and_score(
+        all_items, self.source, outdir, self.eval_config, self.with_orientation
+      ),
     )

@@ -28,6 +28,7 @@ from relations.occlusion.metrics import aggregate
 from relations.occlusion.metrics import bsds
 from relations.occlusion.metrics import image_eval
 from relations.occlusion.metrics import nms
+from relations.occlusion.metrics import pred_readers
 
 HEADLINE = ("B-ODS", "B-OIS", "B-AP", "O-ODS", "O-OIS", "O-AP", "AC")
 
@@ -74,38 +75,80 @@ def _score_one(sample, protocol, nthresh, max_dist, border, with_ac, matcher="ex
   return counts
 
 
-def summarize_counts(per_image, valid_only=False):
+THRESHOLD_SETS = ("99", "iobe")
+# IOBE's shipped doobscripts (`EvaluateSingle.m`, loop `t = 51:nthresh`)
+# score only 0.51 ... 0.99 of the 99 thresholds; rows 1-50 keep their
+# zero-initialised counts (R = P = 0) while sumR, set before the loop,
+# is kept.  TPENet's published numbers use this set.
+_IOBE_FIRST = 50
+
+
+def apply_threshold_set(counts, threshold_set="99"):
+  """Per-image counts as a threshold set would have produced them.
+
+  Args:
+    counts: one `image_eval.evaluate_image` dict, computed at 99 thresholds.
+    threshold_set: "99" (every threshold, doobscripts; unchanged) or "iobe"
+      (IOBE / TPENet: thresholds 0.01 ... 0.50 not evaluated, their counts
+      zero except the GT totals sum_r / sum_r_valid).
+
+  Returns:
+    the counts dict (a modified copy for "iobe").
+  """
+  if threshold_set not in THRESHOLD_SETS:
+    raise ValueError(f"threshold_set must be one of {THRESHOLD_SETS}, got {threshold_set!r}")
+  if threshold_set == "99":
+    return counts
+  if len(counts["thresholds"]) != 99:
+    raise ValueError(
+      f"threshold_set 'iobe' needs the 99 standard thresholds, got {len(counts['thresholds'])}"
+    )
+  out = dict(counts)
+  for k in image_eval.COUNT_KEYS:
+    if k in ("sum_r", "sum_r_valid"):
+      continue
+    v = np.array(counts[k], copy=True)
+    v[:_IOBE_FIRST] = 0
+    out[k] = v
+  return out
+
+
+def summarize_counts(per_image, valid_only=False, with_orientation=True):
   """Aggregates per-image counts (from `image_eval.evaluate_image`).
 
   Args:
     per_image: list of count dicts.
     valid_only: use the `valid_poc` curve for the O-metrics.
+    with_orientation: the predictions carry orientation.  False (boundary
+      only, Table 3's "-" rows): O-ODS/OIS/AP are None and only the boundary
+      curve is returned; counts taken against a missing angle would score
+      every prediction as angle 0.
 
   Returns:
-    dict with the HEADLINE keys, "curves" (per curve name: ODS/OIS/AP and
-    the R/P/F lists), "thresholds" and "num_images".
+    dict with the HEADLINE keys (O-* None without orientation), "curves"
+    (per curve name: ODS/OIS/AP and the R/P/F lists), "thresholds",
+    "num_images" and "o_curve" (None without orientation).
   """
   if not per_image:
     raise ValueError("no images to summarize")
   thr = per_image[0]["thresholds"]
   stack = {k: np.stack([c[k] for c in per_image]) for k in image_eval.COUNT_KEYS}
   curves = {}
-  for name, (a, b, c, d) in image_eval.CURVES.items():
+  names = image_eval.CURVES if with_orientation else ("boundary",)
+  for name in names:
+    a, b, c, d = image_eval.CURVES[name]
     curves[name] = aggregate.summarize(thr, stack[a], stack[b], stack[c], stack[d])
-  o = curves["valid_poc" if valid_only else "poc"]
   b = curves["boundary"]
-  out = {
-    "B-ODS": b["ODS"],
-    "B-OIS": b["OIS"],
-    "B-AP": b["AP"],
-    "O-ODS": o["ODS"],
-    "O-OIS": o["OIS"],
-    "O-AP": o["AP"],
-  }
+  out = {"B-ODS": b["ODS"], "B-OIS": b["OIS"], "B-AP": b["AP"]}
+  if with_orientation:
+    o = curves["valid_poc" if valid_only else "poc"]
+    out.update({"O-ODS": o["ODS"], "O-OIS": o["OIS"], "O-AP": o["AP"]})
+  else:
+    out.update({"O-ODS": None, "O-OIS": None, "O-AP": None})
   cr = [c["crispness"] for c in per_image if "crispness" in c]
   cr = [x for x in cr if np.isfinite(x)]
   out["AC"] = float(np.mean(cr)) if cr else float("nan")
-  out["o_curve"] = "valid_poc" if valid_only else "poc"
+  out["o_curve"] = ("valid_poc" if valid_only else "poc") if with_orientation else None
   out["curves"] = curves
   out["thresholds"] = np.asarray(thr).tolist()
   out["num_images"] = len(per_image)
@@ -123,6 +166,8 @@ def evaluate_arrays(
   num_workers=None,
   matcher="exact",
   bsds_seed=0,
+  with_orientation=None,
+  threshold_set="99",
 ):
   """Scores in-memory predictions.
 
@@ -142,12 +187,20 @@ def evaluate_arrays(
     bsds_seed: "bsds" only; 0 (default): the matcher's clock-seeded stream,
       as in BSDS; n > 0: image i is matched with seed n + i, reproducibly
       for any `num_workers`.
+    with_orientation: score the O-metrics; None: when every sample has a
+      "theta_pred" (False: O-* are None, see `summarize_counts`).
+    threshold_set: "99" (default) or "iobe" (`apply_threshold_set`).
 
   Returns:
-    `summarize_counts` dict plus "per_image" counts and "matcher".
+    `summarize_counts` dict plus "per_image" counts, "matcher" and
+    "threshold_set".
   """
   check_matcher(matcher, bsds_seed)
+  if threshold_set not in THRESHOLD_SETS:
+    raise ValueError(f"threshold_set must be one of {THRESHOLD_SETS}, got {threshold_set!r}")
   samples = list(samples)
+  if with_orientation is None:
+    with_orientation = all(s.get("theta_pred") is not None for s in samples)
   for i, s in enumerate(samples):
     h, w = np.shape(s["prob"])[:2]
     if border * 2 >= min(h, w):  # border_mask would exclude every pixel: nothing to score
@@ -166,9 +219,16 @@ def evaluate_arrays(
   else:
     with concurrent.futures.ThreadPoolExecutor(workers) as ex:
       per_image = list(ex.map(score, range(len(samples))))
-  out = summarize_counts(per_image, valid_only=valid_only)
+  return finish_counts(per_image, valid_only, with_orientation, threshold_set, matcher)
+
+
+def finish_counts(per_image, valid_only, with_orientation, threshold_set, matcher):
+  """`summarize_counts` after `apply_threshold_set`, with the run's settings."""
+  per_image = [apply_threshold_set(c, threshold_set) for c in per_image]
+  out = summarize_counts(per_image, valid_only=valid_only, with_orientation=with_orientation)
   out["per_image"] = per_image
   out["matcher"] = matcher
+  out["threshold_set"] = threshold_set
   return out
 
 
@@ -181,7 +241,7 @@ def _png_shape(path):
   return (int.from_bytes(head[20:24], "big"), int.from_bytes(head[16:20], "big"))
 
 
-def check_dir(gt_dir, pred_dir, ids, with_orientation=True):
+def check_dir(gt_dir, pred_dir, ids, with_orientation=True, pred_format="ours"):
   """Reports every missing, non-PNG or size-mismatched file at once.
 
   Raises:
@@ -193,10 +253,11 @@ def check_dir(gt_dir, pred_dir, ids, with_orientation=True):
       (gt_dir, realoob_io.BOUNDARIES),
       (gt_dir, realoob_io.ORIENTATION),
       (gt_dir, realoob_io.VALID),
-      (pred_dir, realoob_io.BOUNDARIES),
     ]
-    if with_orientation:
-      need.append((pred_dir, realoob_io.ORIENTATION))
+    if pred_format == "ours":
+      need.append((pred_dir, realoob_io.BOUNDARIES))
+      if with_orientation:
+        need.append((pred_dir, realoob_io.ORIENTATION))
     shapes = {}
     for root, field in need:
       p = realoob_io.field_path(root, field, i)
@@ -213,19 +274,22 @@ def check_dir(gt_dir, pred_dir, ids, with_orientation=True):
         f"{i}: sizes differ (predictions must be at the GT's "
         "native resolution): " + ", ".join(f"{p} {h}x{w}" for p, (h, w) in shapes.items())
       )
+    elif pred_format != "ours":
+      gt_shape = next(iter(shapes.values()), None)
+      problems += pred_readers.check(pred_dir, pred_format, i, with_orientation, gt_shape)
   if problems:
     raise realoob_io.RealOOBFormatError(
       f"{len(problems)} problem(s) with the inputs:\n  " + "\n  ".join(problems)
     )
 
 
-def load_pair(gt_dir, pred_dir, image_id, with_orientation=True):
+def load_pair(gt_dir, pred_dir, image_id, with_orientation=True, pred_format="ours"):
   """Reads one GT/prediction pair of the RealOOB layout into a sample dict."""
   gt = realoob_io.read_gt(gt_dir, image_id)
-  pr = realoob_io.read_prediction(pred_dir, image_id, with_orientation)
+  pr = pred_readers.read(pred_dir, pred_format, image_id, with_orientation)
   if pr["boundaries"].shape != gt["boundaries"].shape:
     raise realoob_io.RealOOBFormatError(
-      f"{image_id}: prediction {realoob_io.field_path(pred_dir, 'boundaries', image_id)} "
+      f"{image_id}: prediction {pred_readers.paths(pred_dir, pred_format, image_id)['boundaries']} "
       f"has shape {pr['boundaries'].shape}, GT has "
       f"{gt['boundaries'].shape} (predictions must be at native resolution)"
     )
@@ -242,8 +306,8 @@ def load_pair(gt_dir, pred_dir, image_id, with_orientation=True):
 class _LazyPair:
   """A sample dict that reads its files on first access."""
 
-  def __init__(self, gt_dir, pred_dir, image_id, with_orientation):
-    self._args = (gt_dir, pred_dir, image_id, with_orientation)
+  def __init__(self, gt_dir, pred_dir, image_id, with_orientation, pred_format="ours"):
+    self._args = (gt_dir, pred_dir, image_id, with_orientation, pred_format)
     self._data = None
 
   def _load(self):
@@ -272,6 +336,8 @@ def evaluate_dir(
   num_workers=None,
   matcher="exact",
   bsds_seed=0,
+  pred_format="ours",
+  threshold_set="99",
 ):
   """Scores a prediction directory against a RealOOB-layout GT directory.
 
@@ -286,7 +352,8 @@ def evaluate_dir(
     nthresh, max_dist: see `evaluate_arrays`.
     with_orientation: predictions carry orientation maps.
     num_workers: threads.
-    matcher, bsds_seed: see `evaluate_arrays`.
+    matcher, bsds_seed, threshold_set: see `evaluate_arrays`.
+    pred_format: one of `pred_readers.PRED_FORMATS` (default "ours").
 
   Returns:
     `evaluate_arrays` dict plus "ids".
@@ -297,9 +364,9 @@ def evaluate_dir(
   check_matcher(matcher, bsds_seed)
   if not ids:
     raise realoob_io.RealOOBFormatError(f"{gt_dir}: no images to evaluate")
-  check_dir(gt_dir, pred_dir, ids, with_orientation)
+  check_dir(gt_dir, pred_dir, ids, with_orientation, pred_format)
   # Samples are decoded lazily inside the workers to bound memory.
-  samples = (_LazyPair(gt_dir, pred_dir, i, with_orientation) for i in ids)
+  samples = (_LazyPair(gt_dir, pred_dir, i, with_orientation, pred_format) for i in ids)
   out = evaluate_arrays(
     samples,
     protocol=protocol,
@@ -310,6 +377,8 @@ def evaluate_dir(
     num_workers=num_workers,
     matcher=matcher,
     bsds_seed=bsds_seed,
+    with_orientation=with_orientation,
+    threshold_set=threshold_set,
   )
   out["ids"] = ids
   return out

@@ -6,7 +6,12 @@ official PIOD (`bndinfo_pascal`) / BSDS-ownership (`gtStruct.gt_theta`)
 unambiguous; relations/occlusion/metrics/gt_readers.py), prints the
 paper's Table 3 columns (B-ODS B-OIS B-AP AC O-ODS O-OIS O-AP), writes JSON
 with those keys (fractions) plus all curves, and draws the PR curves to PNG.
-Predictions use the project's prediction layout (boundaries/, orientation/).
+Predictions use the project's prediction layout (boundaries/, orientation/)
+or another tool's (`--pred-format`, pred_readers.py).  Next to the JSON the
+doobscripts tables `eval_bdry*.txt` are written (doob_tables.py).  Without
+orientation (`--no-orientation`) the O-metrics are null in the JSON and "-"
+in the table.  `--thresholds iobe` scores as IOBE's / TPENet's doobscripts
+(only 0.51 ... 0.99).
 
 Per-format defaults: realoob excludes a 2-pixel border and scores the
 O-metrics on valid-orientation pixels (`valid_poc`); PIOD and BSDS
@@ -30,16 +35,26 @@ from relations.occlusion.data import formats as occlusion_formats
 from relations.occlusion.data import realoob_io
 from relations.occlusion.metrics import api
 from relations.occlusion.metrics import bsds
+from relations.occlusion.metrics import doob_tables
 from relations.occlusion.metrics import gt_readers
 from relations.occlusion.metrics import plots
+from relations.occlusion.metrics import pred_readers
 
 TABLE_COLUMNS = ("B-ODS", "B-OIS", "B-AP", "AC", "O-ODS", "O-OIS", "O-AP")
 
 
+def _cell(value):
+  return f"{'-':>8}" if value is None else f"{value:>8.3f}"
+
+
 def format_table(summary, name="prediction"):
-  """Table 3 layout: one header row, one row of 3-decimal fractions."""
+  """Table 3 layout: one header row, one row of 3-decimal fractions.
+
+  A metric that was not evaluated (O-* without orientation: None) prints
+  "-", as Table 3's boundary-only rows.
+  """
   head = f"{'method':<20}" + "".join(f"{c:>8}" for c in TABLE_COLUMNS)
-  row = f"{name[:20]:<20}" + "".join(f"{summary[c]:>8.3f}" for c in TABLE_COLUMNS)
+  row = f"{name[:20]:<20}" + "".join(_cell(summary[c]) for c in TABLE_COLUMNS)
   return head + "\n" + row
 
 
@@ -68,6 +83,23 @@ def build_parser():
     help="GT format (default: detected from --gt; an error when ambiguous)",
   )
   p.add_argument("--pred", required=True, type=cli_errors.existing_dir, help="prediction root")
+  p.add_argument(
+    "--pred-format",
+    default="ours",
+    choices=pred_readers.PRED_FORMATS,
+    help="ours: boundaries/, orientation/ uint16 PNGs (default); doob_mat: <id>.mat with "
+    "edge_ori.edge/.ori (DOOBNet, OFNet, P2ORM <id>_lab_v_g.mat) or DOC's doc_edge/, "
+    "doc_ori/; mtorl_png: <id>_boundary|_ob.png black on white, <id>_orientation|_oo.png "
+    "x 2pi/255 (MT-ORL, IOBE); p2orm_png: <id>_lab_v_g.png /255, <id>_lab_v_g_ori.png "
+    "/255 x 2pi - pi",
+  )
+  p.add_argument(
+    "--thresholds",
+    default="99",
+    choices=api.THRESHOLD_SETS,
+    help="99: 0.01 ... 0.99 (doobscripts, default); iobe: only 0.51 ... 0.99 scored, the "
+    "rest zero, as IOBE's / TPENet's shipped doobscripts (needs --nthresh 99)",
+  )
   p.add_argument(
     "--protocol",
     default="doob",
@@ -147,6 +179,9 @@ def build_parser():
 def main(argv=None):
   args = build_parser().parse_args(argv)
   t0 = time.time()
+  if args.thresholds != "99" and args.nthresh != 99:
+    print(f"error: --thresholds {args.thresholds} needs --nthresh 99", file=sys.stderr)
+    return 2
   try:
     api.check_matcher(args.matcher, args.bsds_seed)
   except (ValueError, bsds.MatcherUnavailableError) as e:
@@ -167,6 +202,8 @@ def main(argv=None):
       num_workers=args.workers,
       matcher=args.matcher,
       bsds_seed=args.bsds_seed,
+      pred_format=args.pred_format,
+      threshold_set=args.thresholds,
     )
   except (realoob_io.RealOOBFormatError, occlusion_formats.OcclusionFormatError) as e:
     print(f"error: {e}", file=sys.stderr)
@@ -176,6 +213,7 @@ def main(argv=None):
   print(
     f"({summary['num_images']} images, gt={summary['gt_format']}, "
     f"protocol={args.protocol}, matcher={args.matcher}, "
+    f"pred={args.pred_format}, thresholds={args.thresholds}, "
     f"O-curve={summary['o_curve']}, "
     f"border={summary['border']}px, "
     f"{time.time() - t0:.1f}s)"
@@ -186,6 +224,8 @@ def main(argv=None):
     protocol=args.protocol,
     matcher=args.matcher,
     bsds_seed=args.bsds_seed,
+    pred_format=args.pred_format,
+    threshold_set=args.thresholds,
     o_curve=summary["o_curve"],
     border=summary["border"],
     max_dist=args.max_dist,
@@ -198,6 +238,9 @@ def main(argv=None):
   if args.output:
     _write_json(args.output, result)
     print(f"wrote {args.output}")
+    out_dir = os.path.dirname(os.path.abspath(args.output))
+    tables = doob_tables.write(out_dir, summary, with_orientation=not args.no_orientation)
+    print(f"wrote {len(tables)} doobscripts tables (eval_bdry*.txt) to {out_dir}")
     if plot is None:
       plot = os.path.splitext(args.output)[0] + "_pr.png"
   if plot:

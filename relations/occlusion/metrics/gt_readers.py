@@ -31,9 +31,10 @@ numbers come from:
   separately: recall sums over annotators, a prediction pixel counts if it
   matches in any of them.
 
-Predictions always use the project's prediction layout under `--pred`
+Predictions use the project's prediction layout under `--pred`
 (`boundaries/<id>.png` uint16 probability, `orientation/<id>.png` uint16
-angle code) at the GT's native resolution.  Before anything is scored, every
+angle code) or another tool's format (`pred_format`, `pred_readers.py`),
+at the GT's native resolution.  Before anything is scored, every
 GT file is read and every prediction header checked; all missing, unreadable
 or size-mismatched files are reported at once, by id.
 """
@@ -49,6 +50,7 @@ from relations.occlusion.data import realoob_io
 from relations.occlusion.metrics import api
 from relations.occlusion.metrics import image_eval
 from relations.occlusion.metrics import nms
+from relations.occlusion.metrics import pred_readers
 
 FORMATS = ("realoob", "piod", "bsds_ownership")
 DEFAULT_BORDER = {"realoob": 2, "piod": 0, "bsds_ownership": 0}
@@ -239,14 +241,15 @@ def _expand(compact):
   return out
 
 
-def load_checked(files, gt_format, pred_dir, with_orientation=True):
+def load_checked(files, gt_format, pred_dir, with_orientation=True, pred_format="ours"):
   """Reads every GT file and checks every prediction; reports all at once.
 
   Args:
     files: list of (id, .mat path) from `list_gt_files`.
     gt_format: "piod" or "bsds_ownership".
-    pred_dir: prediction root (boundaries/, orientation/).
-    with_orientation: predictions must carry orientation/.
+    pred_dir: prediction root.
+    with_orientation: predictions must carry orientation.
+    pred_format: one of `pred_readers.PRED_FORMATS`.
 
   Returns:
     dict id -> compact GT (boundary pixels and their angles/validity).
@@ -263,23 +266,7 @@ def load_checked(files, gt_format, pred_dir, with_orientation=True):
     except GTFormatError as e:
       problems.append(f"{image_id}: {e}")
       shape = None
-    fields = [realoob_io.BOUNDARIES]
-    if with_orientation:
-      fields.append(realoob_io.ORIENTATION)
-    for field in fields:
-      p = realoob_io.field_path(pred_dir, field, image_id)
-      if not os.path.isfile(p):
-        problems.append(f"{image_id}: missing {p}")
-        continue
-      hw = api._png_shape(p)  # pylint: disable=protected-access
-      if hw is None:
-        problems.append(f"{image_id}: {p} is not a PNG file")
-      elif shape is not None and hw != tuple(shape):
-        problems.append(
-          f"{image_id}: sizes differ (predictions must be at the GT's "
-          f"native resolution): {p} {hw[0]}x{hw[1]}, {path} "
-          f"{shape[0]}x{shape[1]}"
-        )
+    problems += pred_readers.check(pred_dir, pred_format, image_id, with_orientation, shape)
   if problems:
     raise GTFormatError(f"{len(problems)} problem(s) with the inputs:\n  " + "\n  ".join(problems))
   return gts
@@ -299,6 +286,8 @@ def evaluate_dir(
   num_workers=None,
   matcher="exact",
   bsds_seed=0,
+  pred_format="ours",
+  threshold_set="99",
 ):
   """Scores a prediction directory against GT of any supported format.
 
@@ -313,7 +302,8 @@ def evaluate_dir(
     valid_only: O-metrics on valid-orientation GT (`valid_poc`); None: the
       format's default (realoob True, otherwise False = doobscripts `_poc`).
     protocol, nthresh, max_dist, with_orientation, num_workers, matcher,
-      bsds_seed: see `api.evaluate_arrays`.
+      bsds_seed, threshold_set: see `api.evaluate_arrays`.
+    pred_format: one of `pred_readers.PRED_FORMATS` (default "ours").
 
   Returns:
     the `api.evaluate_arrays` summary plus "ids", "gt_format", "border" and
@@ -339,12 +329,16 @@ def evaluate_dir(
       num_workers=num_workers,
       matcher=matcher,
       bsds_seed=bsds_seed,
+      pred_format=pred_format,
+      threshold_set=threshold_set,
     )
   else:
     files = list_gt_files(gt_dir, fmt, split)
     if not files:
       raise GTFormatError(f"{gt_dir}: no images to evaluate")
-    gts = load_checked(files, fmt, pred_dir, with_orientation)
+    if threshold_set not in api.THRESHOLD_SETS:
+      raise ValueError(f"threshold_set must be one of {api.THRESHOLD_SETS}, got {threshold_set!r}")
+    gts = load_checked(files, fmt, pred_dir, with_orientation, pred_format)
     ids = [i for i, _ in files]
     out = _evaluate_mat(
       pred_dir,
@@ -359,6 +353,8 @@ def evaluate_dir(
       num_workers,
       matcher,
       bsds_seed,
+      pred_format,
+      threshold_set,
     )
     out["ids"] = ids
   out.update(gt_format=fmt, border=border, valid_only=valid_only)
@@ -378,12 +374,14 @@ def _evaluate_mat(
   num_workers,
   matcher="exact",
   bsds_seed=0,
+  pred_format="ours",
+  threshold_set="99",
 ):
   """Scores checked .mat GT; each image is decoded inside its worker."""
 
   def score(index):
     image_id = ids[index]
-    pr = realoob_io.read_prediction(pred_dir, image_id, with_orientation)
+    pr = pred_readers.read(pred_dir, pred_format, image_id, with_orientation)
     ann = _expand(gts[image_id])
     counts = image_eval.evaluate_image(
       pr["boundaries"],
@@ -407,7 +405,4 @@ def _evaluate_mat(
   else:  # the numba kernels release the GIL
     with concurrent.futures.ThreadPoolExecutor(workers) as ex:
       per_image = list(ex.map(score, range(len(ids))))
-  out = api.summarize_counts(per_image, valid_only=valid_only)
-  out["per_image"] = per_image
-  out["matcher"] = matcher
-  return out
+  return api.finish_counts(per_image, valid_only, with_orientation, threshold_set, matcher)

@@ -26,10 +26,14 @@ def plot_pr_curves(summary, path, title=""):
   """
   curves = summary["curves"]
   o_name = summary.get("o_curve", "poc")
-  fig, axes = plt.subplots(1, 3, figsize=(15, 5))
-  for ax, (name, label) in zip(
-    axes[:2], (("boundary", "Boundary PR (B)"), (o_name, f"Orientation PR (O, {o_name})"))
-  ):
+  if o_name is None:  # boundary only: one panel
+    fig, ax = plt.subplots(1, 1, figsize=(5, 5))
+    axes = [ax]
+    panels = (("boundary", "Boundary PR (B)"),)
+  else:
+    fig, axes = plt.subplots(1, 3, figsize=(15, 5))
+    panels = (("boundary", "Boundary PR (B)"), (o_name, f"Orientation PR (O, {o_name})"))
+  for ax, (name, label) in zip(axes[:2], panels):
     c = curves[name]
     _iso_f(ax)
     ax.plot(c["R"], c["P"], lw=2, label=f"ODS={c['ODS']:.3f} OIS={c['OIS']:.3f} AP={c['AP']:.3f}")
@@ -37,6 +41,9 @@ def plot_pr_curves(summary, path, title=""):
     ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="Recall", ylabel="Precision", title=label)
     ax.legend(loc="lower left")
     ax.grid(alpha=0.3)
+  if o_name is None:
+    _save(fig, path, title)
+    return
   c = curves["aoc"]
   axes[2].plot(c["R"], c["P"], lw=2, color="C2")
   axes[2].set(
@@ -47,6 +54,10 @@ def plot_pr_curves(summary, path, title=""):
     title="Orientation accuracy (AOR)",
   )
   axes[2].grid(alpha=0.3)
+  _save(fig, path, title)
+
+
+def _save(fig, path, title):
   if title:
     fig.suptitle(title)
   fig.tight_layout()
