@@ -66,6 +66,15 @@ def test_gt_as_prediction_scores_one_and_files_are_official(tmp_path):
   assert flipped["B-ODS"] == pytest.approx(res["B-ODS"])
   assert flipped["O-ODS"] == 0.0
 
+  # orient=false (boundary only): no orientation/ written, no O-metrics
+  # (they would be scored against angle 0), B unchanged.
+  b_only = occlusion_predict.predict_and_score(
+    oracle, src, str(tmp_path / "b_only"), config.evals.test, with_orientation=False
+  )
+  assert b_only["B-ODS"] == pytest.approx(res["B-ODS"])
+  assert not any(k.startswith("O-") for k in b_only)
+  assert not (tmp_path / "b_only" / "orientation").exists()
+
 
 def test_preprocess_and_loss_on_builder_examples(tmp_path):
   config = _config(tmp_path)

@@ -138,9 +138,12 @@ def read(directory, append):
 def ods_ap_from_thr(thr):
   """ODS (T, R, P, F) and AP recomputed from a thr table by our aggregation.
 
-  The table holds one row per distinct recall; rows dropped as repeats
-  interpolate to the same F, so the ODS search over the kept rows (sorted
-  by threshold) is the ODS of the full curve.
+  The table holds one row per distinct recall.  AP uses only those rows
+  anyway, so it is always the table's AP.  The ODS search runs over the
+  kept rows sorted by threshold: the full curve's ODS when no row was
+  dropped or only repeats of the last recall (as in DOOBNet's tables, whose
+  dropped rows all have R = P = 0); a dropped interior repeat removes that
+  row's interpolation segment.
 
   Returns:
     dict ODS, ODS_T, ODS_R, ODS_P, AP.

@@ -179,3 +179,27 @@ def test_iobe_thresholds_known_answer(piod_gt, tmp_path, capsys):
     capsys, "--gt", piod_gt, "--pred", tmp_path / "p", "--thresholds", "iobe", "--nthresh", "33"
   )
   assert rc == 2 and "needs --nthresh 99" in err
+
+
+def test_doob_tables_round_trip(tmp_path):
+  """Our eval_bdry*.txt tables read back (as doobscripts' own) to our numbers."""
+  from tests.occlusion.metrics import fixtures  # pylint: disable=g-import-not-at-top
+
+  samples = fixtures.pairs()[:4]
+  res = api.evaluate_arrays(samples, num_workers=1)
+  written = doob_tables.write(str(tmp_path), res)
+  assert len(written) == 12
+  for suffix, curve in doob_tables.OCC_CURVES.items():
+    t = doob_tables.read(str(tmp_path), f"_occ_{suffix}")
+    c = res["curves"][curve]
+    want = [c["ODS_T"], c["ODS_R"], c["ODS_P"], c["ODS"], c["OIS_R"], c["OIS_P"], c["OIS"], c["AP"]]
+    np.testing.assert_allclose(t["summary"], want, rtol=1e-5, atol=1e-6)
+    ours = doob_tables.ods_ap_from_thr(t["thr"])
+    assert ours["AP"] == pytest.approx(c["AP"], abs=2e-6)
+    # thr rows: the curve at each distinct R's first threshold, R descending.
+    _, first = np.unique(c["R"], return_index=True)
+    np.testing.assert_allclose(t["thr"][:, 1:3], np.c_[c["R"], c["P"]][first[::-1]], atol=1e-6)
+    assert np.all(np.diff(t["thr"][:, 1]) < 0)
+    np.testing.assert_array_equal(t["img"][:, 0], [1, 2, 3, 4])
+  line = open(tmp_path / "eval_bdry_occ_e.txt").read()
+  assert len(line) == 8 * 11 and line.endswith("\n")  # MATLAB '%10g ' x 8
