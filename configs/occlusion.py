@@ -16,7 +16,9 @@ Arg keys (`configs/occlusion.py:variant=B/16,loss=hed,hires=false`):
   orient_loss   cosine | smooth_l1 (on the wrapped angle error);
   hires         high-resolution conv branch on/off (ablation);
   patch         patch size override (0 = the variant's; ablation);
-  offline_16x   train on the 16x offline geometric augmentation;
+  offline_16x   auto | true | false: the 16x offline geometric augmentation of the
+                positive training images (hard negatives once), RealOOB's 6,488-sample
+                pool; auto = on for the paper variants, off for tiny;
   backbone      pretrained ViT the paper setup starts from (relations/nn/vit_import.py
                 BACKBONES): augreg_b16 (default for B/16), dinov2_b14 (crop 322),
                 clip_b16, or none (random init on purpose).
@@ -44,7 +46,7 @@ def get_config(arg=None):
     orient_loss="cosine",
     hires=True,
     patch=0,
-    offline_16x=False,
+    offline_16x="auto",
     tiny=False,
     backbone="auto",
   )
@@ -57,6 +59,9 @@ def get_config(arg=None):
     raise ValueError(
       f"Config arg 'dataset': unknown {arg.dataset!r} (realoob, piod, bsds_ownership)"
     )
+  if arg.offline_16x not in ("auto", "true", "false"):
+    raise ValueError(f"Config arg 'offline_16x': {arg.offline_16x!r} (auto, true, false)")
+  offline_16x = not tiny if arg.offline_16x == "auto" else arg.offline_16x == "true"
   c = ml_collections.ConfigDict()
   c.task = "occlusion"
   c.seed = 0
@@ -65,7 +70,7 @@ def get_config(arg=None):
     manual_dir="",  # dataset root (see builder docstring)
     builder_config=arg.dataset,
     train_split="train",
-    offline_16x=arg.offline_16x,
+    offline_16x=offline_16x,
   )
   c.input = dict(
     batch_size=8,  # the paper's unified protocol

@@ -86,6 +86,8 @@ def main(argv=None) -> int:
     f"prepared {builder.info.full_name} in {args.data_dir}: "
     + ", ".join(f"{k}={v.num_examples}" for k, v in builder.info.splits.items())
   )
+  for line in getattr(builder, "describe_prepared", lambda _: [])(args.manual_dir):
+    print(line)  # a builder's own summary (occlusion: the training pool)
   return 0
 
 

@@ -17,6 +17,7 @@ TFDS -> train tiny -> predictions -> scores, plus a Canny baseline scored by
 the same evaluator).
 """
 
+from absl import logging
 import jax.numpy as jnp
 import numpy as np
 
@@ -61,15 +62,23 @@ class TrainSource:
   def __len__(self):
     return len(self._raw)
 
+  def hard_negative_flags(self):
+    """bool [N]: which examples are hard negatives (one pass over the stored records)."""
+    parse = self._features._example_parser_np.parse_example  # pylint: disable=protected-access
+    return np.array([bool(parse(self._raw[i])["hard_negative"]) for i in range(len(self._raw))])
+
   def __getitem__(self, index):
     raw = self._features._example_parser_np.parse_example(self._raw[index])  # pylint: disable=protected-access
     return {k: self._features[k].decode_example_np(raw[k]) for k in self._keys}
 
 
 def make_train_source(config):
+  """The training source; with `offline_16x` RealOOB's pool (positives x 16 + hard negatives)."""
   src = TrainSource(make_builder(config), config.data.train_split)
   if config.data.get("offline_16x", False):
-    return occlusion_pp.ExpandedSource(src, 16)
+    out = occlusion_pp.ExpandedSource(src, 16, hard_negative=src.hard_negative_flags())
+    logging.info("%s", out.summary()[2])
+    return out
   return src
 
 

@@ -279,3 +279,22 @@ def test_pad_and_crop_back_round_trip():
   assert padded.shape == (8, 8, 3) and hw == (5, 7)
   np.testing.assert_array_equal(padded[5:, :7], np.repeat(img[4:5], 3, 0))
   np.testing.assert_array_equal(pp.crop_back(padded, hw), img)
+
+
+def test_paper_pool_and_config_default():
+  """RealOOB: 390 x 16 + 248 hard negatives = 6,488 samples, 3.8 % hard negatives."""
+  from relations.train import config_util  # pylint: disable=g-import-not-at-top
+
+  pool, share, text = pp.pool_summary(390, 248)
+  assert pool == 6488 and round(100 * share, 1) == 3.8
+  assert "= 6,488 samples (3.8 % hard negatives)" in text
+  src = pp.ExpandedSource(list(range(5)), 16, hard_negative=[0, 1, 0, 0, 1])
+  assert len(src) == 3 * 16 + 2 and src.summary()[0] == 50
+  assert list(src._base_index[:18]) == [0] * 16 + [1, 2]  # pylint: disable=protected-access
+  assert list(src._variant[15:19]) == [15, 0, 0, 1]  # pylint: disable=protected-access
+  paper = config_util.load_config("configs/occlusion.py:B/16", [])
+  assert paper.data.offline_16x is True
+  assert config_util.load_config("configs/occlusion.py:tiny", []).data.offline_16x is False
+  assert config_util.load_config("configs/occlusion.py:tiny,offline_16x", []).data.offline_16x
+  off = config_util.load_config("configs/occlusion.py:B/16,offline_16x=false", [])
+  assert off.data.offline_16x is False

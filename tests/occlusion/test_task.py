@@ -76,7 +76,7 @@ def test_gt_as_prediction_scores_one_and_files_are_official(tmp_path):
   assert not (tmp_path / "b_only" / "orientation").exists()
 
 
-def test_preprocess_and_loss_on_builder_examples(tmp_path):
+def test_preprocess_and_loss_on_builder_examples(tmp_path, capsys):
   config = _config(tmp_path)
   src = occlusion.make_train_source(config)
   ex = occlusion.preprocess_train(src[0], np.random.default_rng(0), config)
@@ -90,13 +90,37 @@ def test_preprocess_and_loss_on_builder_examples(tmp_path):
   assert ex["image"].dtype == np.float32
   assert set(np.unique(ex["valid"])) <= {0.0, 1.0}
   assert np.all(ex["boundary"][ex["valid"] > 0] == 1)
-  # The 16x offline augmentation source: 16 variants per example.
+  # The 16x offline augmentation source (RealOOB's pool): 16 variants of
+  # each of the 3 training images, the 1 hard negative once.
   with config.unlocked():
     config.data.offline_16x = True
   src16 = occlusion.make_train_source(config)
-  assert len(src16) == 16 * len(src)
+  assert len(src) == 4 and len(src16) == 3 * 16 + 1
+  assert src16.summary()[:2] == (49, pytest.approx(1 / 49))
+  hn = [i for i in range(len(src16)) if not np.asarray(src16[i]["sample"]["boundary"]).any()]
+  assert len(hn) == 1  # the hard negative (no OB pixel) appears once
   ex16 = occlusion.preprocess_train(src16[5], np.random.default_rng(0), config)
   assert ex16["image"].shape == (32, 32, 3)
+  # `prepare` prints the split's hard-negative share and the pool.
+  from relations.datasets import prepare  # pylint: disable=g-import-not-at-top
+
+  assert (
+    prepare.main(
+      [
+        "occlusion_boundaries/realoob",
+        "--manual_dir",
+        make_dummy_data.HERE,
+        "--data_dir",
+        str(tmp_path / "tfds"),
+      ]
+    )
+    == 0
+  )
+  out = capsys.readouterr().out
+  assert "train split: 4 examples, 1 hard negatives (25.0 %)" in out
+  assert (
+    "training pool: 3 images x 16 + 1 hard negatives = 49 samples (2.0 % hard negatives)" in out
+  )
 
 
 @pytest.mark.slow

@@ -265,22 +265,52 @@ def geometric_variant(s, index, scales=(1.0, 0.75)):
   return flip_lr(out) if flip else out
 
 
+def pool_summary(num_positive, num_hard_negative, num_variants=16):
+  """The offline-augmented training pool: (size, hard-negative share, text).
+
+  RealOOB (section 4.1): 390 training images x 16 + 248 hard negatives =
+  6,488 samples; the hard negatives are not augmented (3.8 %).
+  """
+  pool = num_positive * num_variants + num_hard_negative
+  share = num_hard_negative / pool if pool else 0.0
+  text = (
+    f"training pool: {num_positive} images x {num_variants} + {num_hard_negative} hard "
+    f"negatives = {pool:,} samples ({100 * share:.1f} % hard negatives)"
+  )
+  return pool, share, text
+
+
 class ExpandedSource:
   """Random-access source with the 16x geometric augmentation applied offline.
 
-  `src[i]` is variant `i % 16` of base example `i // 16`, decoded to a
-  sample (`decode`); deterministic, so it behaves as a materialised copy.
+  As in RealOOB's training pool, only images with OBs are augmented: each
+  positive base example yields `num_variants` items (variant 0 is the image
+  itself), each hard negative (`hard_negative[i]` True) one unchanged item.
+  Items are ordered by base example; deterministic, so it behaves as a
+  materialised copy.
   """
 
-  def __init__(self, base, num_variants=16):
+  def __init__(self, base, num_variants=16, hard_negative=None):
     self.base, self.num_variants = base, num_variants
+    flags = np.zeros(len(base), bool) if hard_negative is None else np.asarray(hard_negative, bool)
+    if flags.shape != (len(base),):
+      raise ValueError(f"hard_negative has {flags.shape} flags for {len(base)} examples")
+    counts = np.where(flags, 1, num_variants)
+    self._base_index = np.repeat(np.arange(len(base)), counts)
+    starts = np.cumsum(counts) - counts
+    self._variant = np.arange(len(self._base_index)) - np.repeat(starts, counts)
+    self.num_hard_negative = int(flags.sum())
+    self.num_positive = len(base) - self.num_hard_negative
+
+  def summary(self):
+    return pool_summary(self.num_positive, self.num_hard_negative, self.num_variants)
 
   def __len__(self):
-    return len(self.base) * self.num_variants
+    return len(self._base_index)
 
   def __getitem__(self, i):
-    ex = self.base[i // self.num_variants]
-    return {"sample": geometric_variant(decode(ex), i % self.num_variants), "id": ex["id"]}
+    ex = self.base[int(self._base_index[i])]
+    return {"sample": geometric_variant(decode(ex), int(self._variant[i])), "id": ex["id"]}
 
 
 def train_sample(
