@@ -5,11 +5,21 @@ documents every parameter).  GT: RealOOB layout (boundaries/, orientation/,
 valid/).  Predicted depth: `<DIR>/depth/<id>.png` (uint16 mm, 0 = missing,
 the layout's depth encoding) or `<DIR>/<id>.npy` (float [H, W], any positive
 scale).  `--inverse` marks disparity-like maps (larger = nearer).
+
+`--upsample bilinear` resizes a prediction of another size to the GT's, as
+the paper does ("bilinearly upsampled to input resolution when needed";
+half-pixel centres, PyTorch `interpolate(align_corners=False)` / OpenCV
+`INTER_LINEAR`); a pixel whose bilinear footprint touches a missing (0)
+value stays missing.  Without it a size mismatch is an error.
+`--gt-depth-only` scores only images with a GT depth map
+(`depth/<id>.png` in the GT root): the paper's N = 209 subset, used because
+MoGe-2 and PPD helped label the rest.
 """
 
 import os
 import sys
 
+import cv2
 import numpy as np
 
 from relations import cli_errors, io_util
@@ -69,6 +79,24 @@ def read_pred_depth(path, inverse=False):
   return d
 
 
+def upsample_bilinear(depth, shape):
+  """Bilinear resize of a depth map to `shape` (H, W), keeping 0 = missing.
+
+  Args:
+    depth: float [h, w], 0 = missing.
+    shape: (H, W) target.
+
+  Returns:
+    float64 [H, W]: bilinear depth (half-pixel centres); 0 where any of the
+    (up to four) source pixels weighted into it is missing.
+  """
+  d = np.asarray(depth, np.float64)
+  size = (int(shape[1]), int(shape[0]))
+  up = cv2.resize(d, size, interpolation=cv2.INTER_LINEAR)
+  ok = cv2.resize((d > 0).astype(np.float64), size, interpolation=cv2.INTER_LINEAR)
+  return np.where(ok >= 1.0 - 1e-9, up, 0.0)
+
+
 def format_tables(m):
   lines = []
   for name, cols in (("Table 4", TABLE4), ("Table 5", TABLE5)):
@@ -97,10 +125,31 @@ def main(argv=None):
     type=cli_errors.names(PROTOCOLS),
     help="comma-separated subset of " + ",".join(PROTOCOLS),
   )
+  p.add_argument(
+    "--upsample",
+    default="none",
+    choices=("none", "bilinear"),
+    help="bilinear: resize predictions of another size to the GT (as the paper); "
+    "none: a size mismatch is an error (default)",
+  )
+  p.add_argument(
+    "--gt-depth-only",
+    action="store_true",
+    help="only images with GT depth (GT depth/<id>.png; the paper's N = 209 subset)",
+  )
   p.add_argument("--output", default=None, type=cli_errors.output_file)
   args = p.parse_args(argv)
   try:
     ids = realoob_io.read_split(args.gt, args.split) if args.split else realoob_io.list_ids(args.gt)
+    if args.gt_depth_only:
+      n_all = len(ids)
+      ids = [i for i in ids if os.path.isfile(realoob_io.field_path(args.gt, realoob_io.DEPTH, i))]
+      if not ids:
+        raise realoob_io.RealOOBFormatError(
+          f"{args.gt}: --gt-depth-only, but none of the {n_all} images has "
+          f"{realoob_io.field_path(args.gt, realoob_io.DEPTH, '<id>')}"
+        )
+      print(f"GT-depth subset: {len(ids)} of {n_all} images")
     problems = []
     paths = {}
     for i in ids:
@@ -125,10 +174,12 @@ def main(argv=None):
       g = realoob_io.read_gt(args.gt, i)
       d = read_pred_depth(paths[i], args.inverse)
       if d.shape != g["boundaries"].shape:
-        raise realoob_io.RealOOBFormatError(
-          f"{i}: {paths[i]} has shape {d.shape}, GT has "
-          f"{g['boundaries'].shape} (upsample predictions to input size)"
-        )
+        if args.upsample != "bilinear":
+          raise realoob_io.RealOOBFormatError(
+            f"{i}: {paths[i]} has shape {d.shape}, GT has "
+            f"{g['boundaries'].shape} (pass --upsample bilinear to resize it, as the paper)"
+          )
+        d = upsample_bilinear(d, g["boundaries"].shape)
       samples.append(dict(depth=d, **g))
   except realoob_io.RealOOBFormatError as e:
     print(f"error: {e}", file=sys.stderr)
@@ -137,7 +188,17 @@ def main(argv=None):
   print(format_tables(m))
   print(f"({len(samples)} images)")
   if args.output:
-    io_util.write_json_atomic(args.output, dict(m, num_images=len(samples), ids=ids), indent=1)
+    io_util.write_json_atomic(
+      args.output,
+      dict(
+        m,
+        num_images=len(samples),
+        ids=ids,
+        upsample=args.upsample,
+        gt_depth_only=args.gt_depth_only,
+      ),
+      indent=1,
+    )
     print(f"wrote {args.output}")
   return 0
 
