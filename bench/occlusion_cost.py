@@ -10,6 +10,12 @@ check, and the step time this implies on TPU v4 / H100 at a stated MFU.
 No accelerator is needed: the FLOP count does not depend on the backend; the
 memory figures are for float32 training state and activations on XLA:CPU
 (an accelerator's fusion choices move temporaries by tens of percent).
+
+Also prints Table 3's columns of RealOOB: parameters (M) and inference GFLOPs
+of one forward pass at 1024 x 768 (`--infer_wh`; padded to a multiple of the
+patch as the evaluator does), from XLA's cost analysis of the lowered
+forward (FLOPs = 2 x multiply-adds, as the paper's GFLOPs are usually
+counted by fvcore-style tools as multiply-adds: both are printed).
 """
 
 import argparse
@@ -54,10 +60,30 @@ def analytic_flops(config):
   return enc, head
 
 
+def inference_cost(config, width=1024, height=768):
+  """(parameters, forward FLOPs) of one image at width x height, from XLA.
+
+  The image is padded up to a multiple of the patch size (as
+  `relations.occlusion.evaluator` pads native-resolution images).
+  """
+  m = config.model
+  patch = int({**vit.decode_variant(m.vit_variant or None), **dict(m.vit)}["patch_size"])
+  ph, pw = -(-height // patch) * patch, -(-width // patch) * patch
+  model = occlusion.make_model(config)
+  image = jnp.zeros((1, ph, pw, 3), jnp.float32)
+  params = jax.eval_shape(lambda: occlusion.init_params(model, {"image": image}, jax.random.key(0)))
+  n_params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(params))
+  lowered = jax.jit(lambda p, x: model.apply({"params": p}, x, train=False)).lower(params, image)
+  cost = lowered.cost_analysis()
+  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+  return n_params, float(cost["flops"])
+
+
 def main(argv=None):
   ap = argparse.ArgumentParser()
   ap.add_argument("--config", default="configs/occlusion.py:B/16")
   ap.add_argument("--mfu", type=float, default=0.4)
+  ap.add_argument("--infer_wh", default="1024x768", help="inference size WxH (Table 3: 1024x768)")
   ap.add_argument(
     "--no_compile", action="store_true", help="skip the host compile (no memory analysis)"
   )
@@ -99,6 +125,13 @@ def main(argv=None):
   }
   for dev, peak in PEAK_BF16.items():
     out[f"step_ms_at_{args.mfu:.0%}_MFU_{dev}"] = flops / (peak * args.mfu) * 1e3
+  iw, ih = (int(v) for v in args.infer_wh.lower().split("x"))
+  n_inf, f_inf = inference_cost(config, iw, ih)
+  out[f"inference_at_{iw}x{ih}"] = {
+    "params_M": n_inf / 1e6,
+    "GFLOPs (XLA, 2 x MACs)": f_inf / 1e9,
+    "GMACs (= fvcore-style 'GFLOPs')": f_inf / 2e9,
+  }
   if not args.no_compile:
     mem = lowered.compile().memory_analysis()
     out["memory_GB"] = {
