@@ -10,6 +10,9 @@ The layout under a dataset root::
   valid/<id>.png         uint8 [H, W]; 255 = valid orientation (B_valid)
   depth/<id>.png         optional, uint16 [H, W] millimetres, 0 = missing
   splits/<split>.txt     one image id per line
+  sources.txt            optional; "<id> <source>" per line (DIODE, EntitySeg,
+                         PIOD, LF4D, ...): per-source metrics and the stratified
+                         split (`relations.occlusion.data.split`)
 
 Predictions under a prediction root::
 
@@ -268,6 +271,42 @@ def write_split(root, split, ids):
   """Writes `splits/<split>.txt` atomically, one id per line."""
   path = os.path.join(root, SPLITS, f"{split}.txt")
   io_util.write_text_atomic(path, "".join(f"{i}\n" for i in ids))
+
+
+SOURCES = "sources.txt"
+
+
+def read_sources(root):
+  """Reads the optional `sources.txt`: {id: source}, or None when absent.
+
+  Raises:
+    RealOOBFormatError: naming the file and line of a malformed or repeated entry.
+  """
+  path = os.path.join(root, SOURCES)
+  if not os.path.isfile(path):
+    return None
+  out = {}
+  with open(path, encoding="utf-8") as f:
+    for n, line in enumerate(f, 1):
+      line = line.strip()
+      if not line or line.startswith("#"):
+        continue
+      parts = line.split()
+      if len(parts) != 2:
+        raise RealOOBFormatError(f"{path}: line {n}: expected '<id> <source>', got {line!r}")
+      if parts[0] in out:
+        raise RealOOBFormatError(f"{path}: line {n}: id {parts[0]!r} listed twice")
+      out[parts[0]] = parts[1]
+  return out
+
+
+def write_sources(root, sources):
+  """Writes `sources.txt` atomically from {id: source} (ids sorted)."""
+  for i, s in sources.items():
+    if not s or any(c.isspace() for c in s) or any(c.isspace() for c in i):
+      raise ValueError(f"id {i!r} / source {s!r}: no blanks allowed")
+  text = "".join(f"{i} {sources[i]}\n" for i in sorted(sources))
+  io_util.write_text_atomic(os.path.join(root, SOURCES), text)
 
 
 def list_ids(root, field=BOUNDARIES):

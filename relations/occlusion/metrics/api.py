@@ -155,6 +155,30 @@ def summarize_counts(per_image, valid_only=False, with_orientation=True):
   return out
 
 
+def per_source(summary, sources):
+  """Headline metrics per source (RealOOB's DIODE / EntitySeg / PIOD / LF4D rows).
+
+  Args:
+    summary: an `evaluate_dir` result ("per_image", "ids", "o_curve").
+    sources: {id: source}; ids it does not list are grouped as "(none)".
+
+  Returns:
+    {source: HEADLINE metrics (O-* None without orientation) + "num_images"}.
+  """
+  groups = {}
+  for image_id, counts in zip(summary["ids"], summary["per_image"]):
+    groups.setdefault(sources.get(image_id, "(none)"), []).append(counts)
+  o_curve = summary.get("o_curve")
+  out = {}
+  for src in sorted(groups):
+    res = summarize_counts(
+      groups[src], valid_only=o_curve == "valid_poc", with_orientation=o_curve is not None
+    )
+    out[src] = {k: res[k] for k in HEADLINE}
+    out[src]["num_images"] = len(groups[src])
+  return out
+
+
 def evaluate_arrays(
   samples,
   protocol="doob",

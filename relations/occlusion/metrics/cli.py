@@ -188,6 +188,7 @@ def main(argv=None):
     print(f"error: {e}", file=sys.stderr)
     return 2
   try:
+    sources = realoob_io.read_sources(args.gt)  # read first: a bad file fails fast
     summary = gt_readers.evaluate_dir(
       args.gt,
       args.pred,
@@ -210,6 +211,11 @@ def main(argv=None):
     return 2
   name = args.name or os.path.basename(os.path.normpath(args.pred))
   print(format_table(summary, name))
+  by_source = None
+  if summary["gt_format"] == "realoob" and sources:  # optional sources.txt: a row per source
+    by_source = api.per_source(summary, sources)
+    for src, m in by_source.items():
+      print(format_table(m, f"  {src} ({m['num_images']})").splitlines()[1])
   print(
     f"({summary['num_images']} images, gt={summary['gt_format']}, "
     f"protocol={args.protocol}, matcher={args.matcher}, "
@@ -234,6 +240,8 @@ def main(argv=None):
     thresholds=summary["thresholds"],
     curves=summary["curves"],
   )
+  if by_source is not None:
+    result["per_source"] = by_source
   plot = args.plot
   if args.output:
     _write_json(args.output, result)
