@@ -19,6 +19,11 @@ Arg keys (`configs/occlusion.py:variant=B/16,loss=hed,hires=false`):
   offline_16x   auto | true | false: the 16x offline geometric augmentation of the
                 positive training images (hard negatives once), RealOOB's 6,488-sample
                 pool; auto = on for the paper variants, off for tiny;
+  orient_head   fused (one head, the default) | opnet: RealOOB's "+ orientation head" protocol,
+                a separate head on multi-level backbone features trained with the OPNet
+                orientation loss (relations/occlusion/orient_head.py);
+  edge          vit (default) | conv: the boundary backbone; conv = a small HED-style conv
+                edge detector (always with the opnet head when orient=true);
   backbone      pretrained ViT the paper setup starts from (relations/nn/vit_import.py
                 BACKBONES): augreg_b16 (default for B/16), dinov2_b14 (crop 322),
                 clip_b16, or none (random init on purpose).
@@ -49,6 +54,8 @@ def get_config(arg=None):
     offline_16x="auto",
     tiny=False,
     backbone="auto",
+    orient_head="fused",
+    edge="vit",
   )
   tiny = arg.tiny or arg.variant == "tiny"
   if not tiny:  # an unknown variant fails here, not after the dataset build
@@ -62,6 +69,11 @@ def get_config(arg=None):
   if arg.offline_16x not in ("auto", "true", "false"):
     raise ValueError(f"Config arg 'offline_16x': {arg.offline_16x!r} (auto, true, false)")
   offline_16x = not tiny if arg.offline_16x == "auto" else arg.offline_16x == "true"
+  if arg.orient_head not in ("fused", "opnet") or arg.edge not in ("vit", "conv"):
+    raise ValueError(
+      f"Config args orient_head={arg.orient_head!r} (fused, opnet), edge={arg.edge!r} (vit, conv)"
+    )
+  headed = arg.orient and (arg.orient_head == "opnet" or arg.edge == "conv")
   c = ml_collections.ConfigDict()
   c.task = "occlusion"
   c.seed = 0
@@ -94,9 +106,17 @@ def get_config(arg=None):
     orientation=arg.orient,
     backbone="",  # a vit_import.BACKBONES name (set below)
     init_from="",  # its local checkpoint path (.npz or HF dir)
+    edge_detector=arg.edge,
+    orient_head="opnet" if headed else "fused",
+    orient_head_dim=64,
+    conv_channels=(32, 64, 128, 256),  # edge=conv: the HED-style stages
   )
   c.loss = dict(
-    boundary=arg.loss, beta=4.0, gamma=0.5, orientation=arg.orient_loss, w_orientation=1.0
+    boundary=arg.loss,
+    beta=4.0,
+    gamma=0.5,
+    orientation="opnet" if headed else arg.orient_loss,  # the head is trained with OPNet's loss
+    w_orientation=1.0,
   )
   # 50k steps: the paper's unified protocol.
   common.trainer(
@@ -143,7 +163,9 @@ def get_config(arg=None):
     c.model.vit = dict(
       width=64, depth=2, mlp_dim=128, num_heads=2, patch_size=8, posemb_grid=(12, 12)
     )
-    c.model.update(head_dim=32, fuse_dim=16, hires_channels=8)
+    c.model.update(
+      head_dim=32, fuse_dim=16, hires_channels=8, orient_head_dim=16, conv_channels=(8, 16, 32, 32)
+    )
     common.trainer(
       c,
       total_steps=300,
@@ -159,7 +181,7 @@ def get_config(arg=None):
     c.demo = dict(num_train=192, num_test=24, num_hard_negatives=16, size=(96, 96))
   backbone = arg.backbone
   if backbone == "auto":
-    backbone = "augreg_b16" if arg.variant == "B/16" and not tiny else "none"
+    backbone = "augreg_b16" if arg.variant == "B/16" and not tiny and arg.edge == "vit" else "none"
   if backbone != "none":
     if backbone not in vit_import.BACKBONES:
       raise ValueError(

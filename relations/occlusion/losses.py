@@ -2,7 +2,8 @@
 
 - `hed_bce`: HED's class-balanced binary cross-entropy;
 - `attention_loss`: DOOBNet's attention loss (class balance times beta^((1-p)^gamma));
-- `orientation_loss`: cosine or smooth-L1 on the wrapped angle, on valid boundary pixels only.
+- `orientation_loss`: cosine or smooth-L1 on the wrapped angle, on valid boundary pixels only;
+- `opnet_orientation_loss`: OPNet's (MT-ORL) orthogonal-orientation loss, for the orientation head.
 """
 
 import jax
@@ -66,3 +67,26 @@ def orientation_loss(vec, theta, valid, kind="cosine"):
   else:
     raise ValueError(f"orientation loss: unknown kind {kind!r} (cosine, smooth_l1)")
   return (per * valid).sum() / jnp.maximum(valid.sum(), 1.0)
+
+
+def opnet_orientation_loss(vec, theta, valid, mask):
+  """OPNet's orientation loss (MT-ORL, ICCV 2021), as RealOOB's orientation head uses.
+
+  The predicted 2-vector is normalised to a unit (cos, sin); f = its squared
+  distance to (cos theta, sin theta), in [0, 4]; the per-pixel loss is a
+  smooth-L1 of f (0.5 f^2 below 1, f - 0.5 above), on valid OB pixels, and
+  averaged over all real pixels (`mask`), as OPNet's mean over the map.
+
+  Args:
+    vec: [B, H, W, 2] predicted (cos, sin), any length.
+    theta: [B, H, W] target radians.
+    valid: [B, H, W] 1 where the orientation supervises.
+    mask: [B, H, W] 1 on real (not padded) pixels.
+
+  Returns:
+    Scalar.
+  """
+  unit = vec / jnp.sqrt(jnp.sum(vec * vec, -1, keepdims=True) + 1e-12)
+  f = (unit[..., 0] - jnp.cos(theta)) ** 2 + (unit[..., 1] - jnp.sin(theta)) ** 2
+  per = jnp.where(f < 1.0, 0.5 * f * f, f - 0.5)
+  return (per * valid).sum() / jnp.maximum(mask.sum(), 1.0)

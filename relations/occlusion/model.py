@@ -65,6 +65,9 @@ class OcclusionViT(nn.Module):
   hires_channels: int = 16
   orientation: bool = True
   prior_logit: float = -4.0  # initial boundary bias: sigmoid(-4) = 1.8%
+  # Encoder blocks returned as out["features"] (patch grids) for an external
+  # multi-level head (orient_head.py); () = none.
+  feature_blocks: tuple = ()
 
   @nn.compact
   def __call__(self, images, train: bool = False):
@@ -100,6 +103,11 @@ class OcclusionViT(nn.Module):
       vec = nn.Conv(2, (1, 1), name="orient")(x)
       out["orientation_vec"] = vec
       out["orientation"] = jnp.arctan2(vec[..., 1], vec[..., 0])
+    if self.feature_blocks:
+      gh, gw = enc["patch_grid"].shape[1:3]  # drop a class token, keep the grid
+      out["features"] = [
+        jnp.reshape(enc[f"block{i}"][:, -gh * gw :], (b, gh, gw, -1)) for i in self.feature_blocks
+      ]
     return out
 
 

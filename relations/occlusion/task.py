@@ -24,6 +24,7 @@ import numpy as np
 from relations.occlusion.data import preprocess as occlusion_pp
 from relations.occlusion import losses
 from relations.occlusion import model as occlusion_vit
+from relations.occlusion import orient_head
 
 
 # ---------------------------------------------------------------- data
@@ -111,16 +112,43 @@ def preprocess_train(example, rng, config):
 
 # ---------------------------------------------------------------- model
 def make_model(config):
+  """The configured model: the ViT with its fused orientation output, or an
+  edge detector (`model.edge_detector`: vit | conv) + RealOOB's orientation
+  head on multi-level features (`model.orient_head` = "opnet", orient_head.py)."""
   m = config.model
-  return occlusion_vit.Model(
-    vit_variant=m.get("vit_variant") or None,
-    vit_kw=m.get("vit"),
-    head_dim=m.head_dim,
-    fuse_dim=m.fuse_dim,
-    hires=m.hires,
-    hires_channels=m.hires_channels,
-    orientation=m.orientation,
-  )
+  edge_kind = m.get("edge_detector", "vit")
+  headed = m.orientation and (m.get("orient_head", "fused") == "opnet" or edge_kind == "conv")
+  if edge_kind == "conv":
+    edge = orient_head.ConvEdgeDetector(channels=tuple(m.conv_channels))
+  elif edge_kind == "vit":
+    depth = m.get("vit", {}).get("depth") or vit_depth(m)
+    edge = occlusion_vit.Model(
+      vit_variant=m.get("vit_variant") or None,
+      vit_kw=m.get("vit"),
+      head_dim=m.head_dim,
+      fuse_dim=m.fuse_dim,
+      hires=m.hires,
+      hires_channels=m.hires_channels,
+      orientation=m.orientation and not headed,
+      # Multi-level: the blocks at 1/4, 1/2, 3/4 and the end of the encoder.
+      feature_blocks=tuple(sorted({max(depth * k // 4 - 1, 0) for k in (1, 2, 3, 4)}))
+      if headed
+      else (),
+    )
+  else:
+    raise ValueError(f"config.model.edge_detector: unknown {edge_kind!r} (vit, conv)")
+  if not headed:
+    if edge_kind == "conv":  # boundary only
+      return orient_head.HeadlessEdge(edge=edge)
+    return edge
+  head = orient_head.OrientationHead(dim=m.get("orient_head_dim", 32))
+  return orient_head.HeadedModel(edge=edge, head=head)
+
+
+def vit_depth(m):
+  from relations.nn import vit  # pylint: disable=g-import-not-at-top
+
+  return int(vit.decode_variant(m.get("vit_variant") or None).get("depth", 0))
 
 
 def init_params(model, batch, rng):
@@ -132,7 +160,16 @@ def load_pretrained(config, params):
   warns when a config naming a pretrained `model.backbone` has none."""
   from relations.nn import vit_import  # pylint: disable=g-import-not-at-top
 
-  return vit_import.load_backbone(config.model, params, ("vit",))
+  return vit_import.load_backbone(config.model, params, vit_path(config))
+
+
+def vit_path(config):
+  """Where the ViT encoder's params sit in the model's tree."""
+  m = config.model
+  headed = m.orientation and (
+    m.get("orient_head", "fused") == "opnet" or m.get("edge_detector", "vit") == "conv"
+  )
+  return ("edge", "vit") if headed else ("vit",)
 
 
 def loss_fn(model, params, batch, rng, config):
@@ -150,9 +187,14 @@ def loss_fn(model, params, batch, rng, config):
   metrics = {"loss_boundary": lb}
   loss = lb
   if config.model.orientation:
-    lo = losses.orientation_loss(
-      out["orientation_vec"], batch["orientation"], batch["valid"] * mask, lc.orientation
-    )
+    if lc.orientation == "opnet":
+      lo = losses.opnet_orientation_loss(
+        out["orientation_vec"], batch["orientation"], batch["valid"] * mask, mask
+      )
+    else:
+      lo = losses.orientation_loss(
+        out["orientation_vec"], batch["orientation"], batch["valid"] * mask, lc.orientation
+      )
     loss = loss + lc.w_orientation * lo
     metrics["loss_orientation"] = lo
   return loss, metrics
