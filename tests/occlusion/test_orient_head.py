@@ -33,28 +33,50 @@ def _batch(h=32, w=32):
   }
 
 
-@pytest.mark.parametrize(
-  "arg, edge_key", [("tiny,orient_head=opnet", "vit"), ("tiny,edge=conv", "stage0_conv0")]
-)
+def test_vit_with_orientation_head_structure():
+  """ViT + head: shapes and parameter layout (eval_shape; the numerics are the conv case's)."""
+  config = config_util.load_config("configs/occlusion.py:tiny,orient_head=opnet")
+  assert config.loss.orientation == "opnet"
+  model = occlusion.make_model(config)
+  batch = _batch()
+  params = jax.eval_shape(lambda: occlusion.init_params(model, batch, jax.random.key(0)))
+  assert set(params) == {"edge", "head"} and "vit" in params["edge"]
+  assert "orient" not in params["edge"]  # the ViT's fused orientation output is off
+  # Multi-level: one projection per encoder block used (tiny depth 2: blocks 0 and 1).
+  assert sorted(k for k in params["head"] if k.startswith("level")) == ["level0", "level1"]
+  assert occlusion.vit_path(config) == ("edge", "vit")
+  out = jax.eval_shape(lambda p: model.apply({"params": p}, batch["image"]), params)
+  assert out["orientation_vec"].shape == (1, 32, 32, 2) and out["orientation"].shape == (1, 32, 32)
+  loss, metrics = jax.eval_shape(
+    lambda p: occlusion.loss_fn(model, p, batch, jax.random.key(1), config), params
+  )
+  assert loss.shape == () and "loss_orientation" in metrics
+
+
+@pytest.mark.parametrize("arg, edge_key", [("tiny,edge=conv", "stage0_conv0")])
 def test_headed_models_train_with_opnet_loss(arg, edge_key):
   config = config_util.load_config(f"configs/occlusion.py:{arg}")
   assert config.loss.orientation == "opnet" and config.model.orient_head == "opnet"
   model = occlusion.make_model(config)
   batch = _batch()
 
+  # Parameters from numpy (the structure from eval_shape): compiling the
+  # random initialisers costs more than the step itself on XLA:CPU.
+  shapes = jax.eval_shape(lambda: occlusion.init_params(model, batch, jax.random.key(0)))
+  rng = np.random.default_rng(0)
+  params = jax.tree.map(lambda s: (0.2 * rng.standard_normal(s.shape)).astype(s.dtype), shapes)
+
   @jax.jit
-  def run():  # one compile: init, forward, loss and gradient
-    params = occlusion.init_params(model, batch, jax.random.key(0))
+  def run(params):  # one compile: forward, loss and gradient
     out = model.apply({"params": params}, batch["image"])
     (loss, metrics), g = jax.value_and_grad(
       lambda p: occlusion.loss_fn(model, p, batch, jax.random.key(1), config), has_aux=True
     )(params)
-    return params, out, loss, metrics, g
+    return out, loss, metrics, g
 
-  params, out, loss, metrics, g = run()
+  out, loss, metrics, g = run(params)
   assert set(params) == {"edge", "head"} and edge_key in params["edge"]
   assert "orient" not in params["edge"]  # the boundary branch keeps no orientation output
-  assert occlusion.vit_path(config) == ("edge", "vit")
   assert out["boundary_logits"].shape == (1, 32, 32)
   assert out["orientation_vec"].shape == (1, 32, 32, 2)
   np.testing.assert_allclose(
