@@ -78,8 +78,10 @@ def _score_one(sample, protocol, nthresh, max_dist, border, with_ac, matcher="ex
 THRESHOLD_SETS = ("99", "iobe")
 # IOBE's shipped doobscripts (`EvaluateSingle.m`, loop `t = 51:nthresh`)
 # score only 0.51 ... 0.99 of the 99 thresholds; rows 1-50 keep their
-# zero-initialised counts (R = P = 0) while sumR, set before the loop,
-# is kept.  TPENet's published numbers use this set.
+# zero-initialised counts (R = P = 0).  sumR is kept: doobscripts set it for
+# every threshold before that loop (DOOBNet's EvaluateSingle.m; IOBE's copy
+# ships inside a zip, so this is inferred).  It matters only for OIS on an
+# image whose F is 0 everywhere.  TPENet's published numbers use this set.
 _IOBE_FIRST = 50
 
 
