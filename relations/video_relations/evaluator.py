@@ -230,8 +230,6 @@ class Evaluator:
     gathers the relations, writes each submission once, validates and scores
     it; every process returns the same metrics.
     """
-    mesh = eval_loop.local_mesh()
-    local = eval_loop.localize(params, mesh)
     builder = video_relations.make_builder(self.config)
     if self.ec.split not in builder.info.splits and self.ec.get("skip_missing_split"):
       # The `test` evaluator of the config on a release without test videos.
@@ -241,6 +239,8 @@ class Evaluator:
         flush=True,
       )
       return {}
+    mesh = eval_loop.local_mesh()
+    local = eval_loop.localize(params, mesh)
     ds = builder.as_data_source(self.ec.split)
     n = len(ds) if not self.ec.get("max_videos") else min(len(ds), int(self.ec.max_videos))
     predictor = pipeline.Predictor(
