@@ -19,6 +19,8 @@ from relations.video_relations.data import synthetic
 from relations.video_relations.metrics import cli as vrd_cli
 from relations.video_relations.metrics import validate
 
+pytestmark = pytest.mark.slow  # two tiny trainings (VidOR, VidVRD), shared by the tests below
+
 STEPS = 2
 # A smaller graph than `tiny` compiles faster; same code paths (as tests/video_relations/
 # test_end_to_end.py).
