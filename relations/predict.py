@@ -2,7 +2,9 @@
 
 Restores the latest (or given) checkpoint of a training run and runs its registered evaluators
 (`config.evals.<NAME>`), which write predictions in the official format for their split under
-`W/eval/<NAME>/` and score them. Without `--eval` every configured evaluator runs.
+`W/eval/<NAME>/` and score them. Without `--eval` every configured evaluator runs. On a split
+without ground truth (video relations: `--eval test`, the VidOR test split) the evaluator writes
+the official challenge file, validates it, prints its path and size and scores nothing.
 
 No training data is read: the model comes from the config and the parameter shapes from the
 checkpoint (`trainer.restore_params`), so only the evaluated split needs to be present. With

@@ -14,7 +14,12 @@ The final score is the mean of the merged confidences.
 Deliberate difference: the baseline constructs relations that start after the
 first segment without their confidence (the default `confs=1`), inflating the
 score of every late-starting relation. Here every relation starts with the
-confidence of the prediction that created it.
+confidence of the prediction that created it, unless `helper_quirk=True`
+(`config.video.helper_confidence_quirk`): then, as in the baseline, a relation
+created in any segment but the first visited one starts with confidence 1 and
+the creating prediction's own confidence is dropped (later extensions append
+theirs), so outputs ranked the way the published baseline ranked them can be
+reproduced and scored.
 """
 
 import dataclasses
@@ -90,7 +95,9 @@ def _merge(traj, start, new, new_start):
   return out
 
 
-def greedy_relational_association(segment_predictions, threshold=0.5, topk_per_segment=100):
+def greedy_relational_association(
+  segment_predictions, threshold=0.5, topk_per_segment=100, helper_quirk=False
+):
   """Links short-term relation predictions into video-level relations.
 
   Args:
@@ -99,13 +106,15 @@ def greedy_relational_association(segment_predictions, threshold=0.5, topk_per_s
       `[start, end)` inside the segment.
     threshold: vIoU on shared frames required for both subject and object.
     topk_per_segment: predictions per segment considered (by score).
+    helper_quirk: reproduce the baseline's confidence-initialisation bug
+      (module docstring).
 
   Returns:
     List of `Relation`, in creation order.
   """
   relations = []
   last_modified = []
-  for _, preds in sorted(segment_predictions, key=lambda sp: sp[0]):
+  for i, (_, preds) in enumerate(sorted(segment_predictions, key=lambda sp: sp[0])):
     # Stable sort: ties keep the order the segment produced them in.
     preds = sorted(preds, key=lambda p: -p.confs[0])[:topk_per_segment]
     candidates = sorted(last_modified, key=lambda r: -r.score)
@@ -137,7 +146,7 @@ def greedy_relational_association(segment_predictions, threshold=0.5, topk_per_s
           int(p.end),
           np.asarray(p.sub_traj, np.float64).copy(),
           np.asarray(p.obj_traj, np.float64).copy(),
-          [conf],
+          [1.0 if helper_quirk and i > 0 else conf],
           dict(p.meta),
           [(int(p.start), int(p.end))],
         )

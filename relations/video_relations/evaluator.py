@@ -11,7 +11,25 @@ sampled frames, and the prior-only baseline can be scored alongside
 
 Config (`config.evals.<name>`): `split`, `groundtruth` (annotation folder or
 GT JSON; default `<manual_dir>/annotation/<split folder>`), `max_videos` (0 =
-all), `prior` (bool), `gifs` (number of videos drawn as GIFs, per mode).
+all), `prior` (bool), `gifs` (number of videos drawn as GIFs, per mode), and
+optionally `zero_shot` (bool: also the zero-shot and generalised zero-shot
+evaluations of `relations.evaluate --zero-shot`, their triplets those of the
+split's GT absent from the training split's annotation, `zero_shot_train` or
+`<manual_dir>/<training folder>`; metrics `<mode>/zero_shot/mAP`, ...,
+`<mode>/generalized_zero_shot/...`), `breakdown` (bool: the breakdown of
+`metrics/breakdown.py` written to `<workdir>/breakdown_<mode>_step<N>.json`,
+its per-type numbers also as metrics `<mode>/type/<type>/<metric>`),
+`duration_bins` (native-frame edges of the duration breakdown).
+
+A split without ground truth (the VidOR test split, or VidVRD test with its
+labels withheld: no `groundtruth` configured and no annotation folder) is
+predicted in the detected mode only (ground-truth tracks do not exist),
+written as the official challenge file `submission_detected_step<N>.json`
+with `external_data` (`{"used": true}` with the pretrained backbone's name
+when `model.init_from` is set), validated with the submission validator,
+its path and size printed, and not scored: the metrics are
+`detected/num_videos`, `detected/num_relations`,
+`detected/submission_bytes`, `detected/validator_warnings`.
 """
 
 import os
@@ -21,9 +39,11 @@ import numpy as np
 
 from relations import io_util
 from relations.video_relations.data import categories as vrd_categories
+from relations.video_relations.metrics import breakdown as vrd_breakdown
 from relations.video_relations.metrics import cli as vrd_cli
 from relations.video_relations.metrics import fastjson
 from relations.video_relations.metrics import io as vrd_io
+from relations.video_relations.metrics import validate as vrd_validate
 from relations.video_relations import task as video_relations
 from relations.video_relations.metrics import detection as video_metrics
 from relations.video_relations import pipeline
@@ -92,19 +112,50 @@ def mot_frames(example, raw_tracks):
   return out
 
 
-def score_submission(path, gt, protocol, dataset):
+def score_submission(path, gt, protocol, dataset, zero_shot_gt=None):
   """Validates and scores a written submission as `relations.evaluate` does; returns the metrics.
 
-  `gt`: `RelationTable` of the evaluated videos. The file is read in one streaming pass into
-  columns (`metrics.cli.score_file`): a VidOR-validation-size submission in seconds, not as a
-  Python object tree.
+  `gt`: `RelationTable` of the evaluated videos; `zero_shot_gt`: its zero-shot rows
+  (`metrics.cli.zero_shot_table`) for the "zero_shot/..." and "generalized_zero_shot/..."
+  metrics (none where the split has no zero-shot GT). The file is read in one streaming pass into
+  columns (`metrics.cli.score_file_evaluations`): a VidOR-validation-size submission in seconds,
+  not as a Python object tree.
   """
-  report, res = vrd_cli.score_file(path, gt, protocol, dataset)
+  report, res = vrd_cli.score_file_evaluations(path, gt, protocol, dataset, zero_shot_gt)
   if not report.ok:
     raise ValueError(f"{path}: submission fails validation:\n{report.summary()}")
-  out = res.as_dict()
+  out = res["all"].as_dict()
+  for name, r in res.items():
+    if name != "all" and r is not None:
+      out.update({f"{name}/{k}": v for k, v in r.as_dict().items()})
   out["validator_warnings"] = float(len(report.warnings))
   return out
+
+
+def write_unscored_submission(results, path, protocol, dataset, external_data):
+  """Writes and validates the submission of a split without ground truth; prints its path and
+  size. Returns its metrics (counts, no score).
+
+  Raises:
+    ValueError: the written file fails validation.
+  """
+  submission.write_submission(results, path, external_data=external_data)
+  report = vrd_validate.validate_file(path, None, protocol, dataset, unique_keys=True)
+  if not report.ok:
+    raise ValueError(f"{path}: submission fails validation:\n{report.summary()}")
+  size = os.path.getsize(path)
+  num_rel = sum(len(r) for r in results.values())
+  print(
+    f"wrote submission {path} ({size} bytes, {len(results)} videos, {num_rel} relations; "
+    f"validated, {len(report.warnings)} warnings); no ground truth: not scored",
+    flush=True,
+  )
+  return {
+    "num_videos": float(len(results)),
+    "num_relations": float(num_rel),
+    "submission_bytes": float(size),
+    "validator_warnings": float(len(report.warnings)),
+  }
 
 
 class Evaluator:
@@ -117,10 +168,37 @@ class Evaluator:
     self.workdir = workdir
     self.categories, self.predicates = names(config.dataset)
 
-  def _groundtruth(self, video_ids):
-    path = self.ec.get("groundtruth") or os.path.join(
-      self.config.data.manual_dir, _SPLIT_FOLDERS[self.config.dataset][self.ec.split]
+  def groundtruth_path(self):
+    """The split's GT (configured, or the release's annotation folder), or None without one."""
+    if self.ec.get("groundtruth"):
+      return self.ec.groundtruth
+    folder = _SPLIT_FOLDERS[self.config.dataset].get(self.ec.split)
+    if folder is None or not os.path.isdir(os.path.join(self.config.data.manual_dir, folder)):
+      return None
+    return os.path.join(self.config.data.manual_dir, folder)
+
+  def _zero_shot_gt(self, gt):
+    """The zero-shot rows of `gt` (triplets absent from the training annotation), or None."""
+    if not self.ec.get("zero_shot"):
+      return None
+    path = self.ec.get("zero_shot_train") or os.path.join(
+      self.config.data.manual_dir, _SPLIT_FOLDERS[self.config.dataset]["train"]
     )
+    train = vrd_io.read_groundtruth_table(path, self.config.dataset, keep_boxes=False)
+    return vrd_cli.zero_shot_table(gt, train)[1]
+
+  def _external_data(self):
+    """The challenge file's `external_data`: a pretrained backbone is external data."""
+    init = self.config.model.get("init_from")
+    if not init:
+      return {"used": False, "details": ""}
+    return {
+      "used": True,
+      "details": f"pretrained frame encoder {self.config.model.get('backbone') or ''} ({init})",
+    }
+
+  def _groundtruth(self, video_ids):
+    path = self.groundtruth_path()
     gt = vrd_io.read_groundtruth_table(path, self.config.dataset)
     index = {v: j for j, v in enumerate(gt.video_ids)}
     missing = [v for v in video_ids if v not in index]
@@ -134,6 +212,13 @@ class Evaluator:
 
   def modes(self):
     t = self.config.video.tracks
+    if self.groundtruth_path() is None:
+      if t == "groundtruth":
+        raise ValueError(
+          f"split {self.ec.split!r} has no ground truth (no groundtruth configured, no "
+          "annotation folder): config.video.tracks=groundtruth cannot run on it; use detected"
+        )
+      return ["detected"]  # no ground-truth tracks to relate
     return ["groundtruth", "detected"] if t == "both" else [t]
 
   def run(self, params, step):
@@ -145,9 +230,17 @@ class Evaluator:
     gathers the relations, writes each submission once, validates and scores
     it; every process returns the same metrics.
     """
+    builder = video_relations.make_builder(self.config)
+    if self.ec.split not in builder.info.splits and self.ec.get("skip_missing_split"):
+      # The `test` evaluator of the config on a release without test videos.
+      print(
+        f"split {self.ec.split!r} is not in the prepared dataset {builder.info.full_name} "
+        f"(splits {', '.join(builder.info.splits)}): its evaluator is skipped",
+        flush=True,
+      )
+      return {}
     mesh = eval_loop.local_mesh()
     local = eval_loop.localize(params, mesh)
-    builder = video_relations.make_builder(self.config)
     ds = builder.as_data_source(self.ec.split)
     n = len(ds) if not self.ec.get("max_videos") else min(len(ds), int(self.ec.max_videos))
     predictor = pipeline.Predictor(
@@ -165,6 +258,7 @@ class Evaluator:
 
   def _predict_shard(self, predictor, ds, n, modes, n_gif):
     """[(video index, item)] for this process's videos (see `run`)."""
+    has_gt = self.groundtruth_path() is not None
     items = []
     for i in eval_loop.shard_indices(n):
       ex = ds[i]
@@ -176,7 +270,7 @@ class Evaluator:
       for m in modes:
         rels, diag = predictor.predict_video(ex, frames, m, grid_det)
         item["rels"][m] = rels
-        if m == "detected":
+        if m == "detected" and has_gt:
           item["det_frames"] = detection_frames(ex, diag["detections"])
           item["mot"] = mot_frames(ex, diag["raw_tracks"])
         if i < n_gif:
@@ -195,6 +289,22 @@ class Evaluator:
   def _write_and_score(self, items, modes, ds, n, step):
     """Process 0: GIFs, one submission per mode, validation, scores."""
     results = {m: {} for m in modes}
+    if self.groundtruth_path() is None:
+      for item in items:
+        results["detected"][item["video_id"]] = item["rels"]["detected"]
+        for m, imgs in item["gifs"].items():
+          visualize.write_gif(
+            imgs, os.path.join(self.workdir, f"gif_{m}", f"{item['video_id']}.gif")
+          )
+      path = os.path.join(self.workdir, f"submission_detected_step{step}.json")
+      res = write_unscored_submission(
+        results["detected"],
+        path,
+        self.config.video.protocol,
+        self.config.dataset,
+        self._external_data(),
+      )
+      return {f"detected/{k}": v for k, v in res.items()}
     det_frames, mot = [], []
     for item in items:
       for m in modes:
@@ -204,20 +314,45 @@ class Evaluator:
       for m, imgs in item["gifs"].items():
         visualize.write_gif(imgs, os.path.join(self.workdir, f"gif_{m}", f"{item['video_id']}.gif"))
     gt = self._groundtruth(list(results[modes[0]].keys()))
+    zs_gt = self._zero_shot_gt(gt)
     out = {}
     protocol = self.config.video.protocol
     for m in modes:
       path = os.path.join(self.workdir, f"submission_{m}_step{step}.json")
       submission.write_submission(results[m], path)
-      for k, v in score_submission(path, gt, protocol, self.config.dataset).items():
+      for k, v in score_submission(path, gt, protocol, self.config.dataset, zs_gt).items():
         out[f"{m}/{k}"] = v
+      if self.ec.get("breakdown"):
+        out.update(self._breakdown(path, list(results[m]), m, step))
     if "detected" in modes:
       out["detected/AP50"] = video_metrics.detection_ap(det_frames)["AP50"]
       mm = video_metrics.clear_mot(mot)
       out.update({f"detected/{k}": float(mm[k]) for k in ("MOTA", "IDSW", "FP", "FN", "num_gt")})
-    if self.ec.get("prior"):
+    if self.ec.get("prior"):  # (a split without GT returned above: no GT tracks to pair)
       out.update({f"prior/{k}": v for k, v in self.prior(ds, n, gt, step).items()})
     return out
+
+  def _breakdown(self, path, video_ids, mode, step):
+    """Writes `breakdown_<mode>_step<N>.json`; returns its per-type numbers as metrics."""
+    gt = vrd_io.load_groundtruth(self.groundtruth_path(), self.config.dataset)
+    gt = {v: gt[v] for v in video_ids if v in gt}
+    bins = tuple(self.ec.get("duration_bins") or vrd_breakdown.DURATION_BINS)
+    table = vrd_breakdown.breakdown(
+      gt,
+      vrd_io.load_submission(path)["results"],
+      self.config.video.protocol,
+      self.config.dataset,
+      duration_bins=bins,
+    )
+    io_util.write_json_atomic(
+      os.path.join(self.workdir, f"breakdown_{mode}_step{step}.json"), table
+    )
+    return {
+      f"{mode}/type/{t}/{k}": float(v)
+      for t, m in table["predicate_type"].items()
+      for k, v in m.items()
+      if k in ("mAP", "R@50", "R@100", "P@1", "P@5", "P@10")
+    }
 
   def prior(self, ds, n, gt, step):
     """Scores the prior-only baseline on the same videos and protocol."""

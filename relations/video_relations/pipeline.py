@@ -322,7 +322,10 @@ class Predictor:
       raise ValueError(f"config.video.tracks: unknown mode {mode!r} (groundtruth, detected)")
     seg_rels = self.segment_relations(example, grid, tracks)
     rels = association.greedy_relational_association(
-      seg_rels, float(v.association_threshold), int(v.topk_per_segment)
+      seg_rels,
+      float(v.association_threshold),
+      int(v.topk_per_segment),
+      helper_quirk=bool(v.get("helper_confidence_quirk", False)),
     )
     ratio = float(v.get("trim_ratio", 0.0))
     if ratio:

@@ -28,7 +28,9 @@ def test_ablation_args():
   assert c.model.num_queries == 8 and c.video.tracks == "detected"
   v = config_util.load_config(f"{SPEC}:dataset=vidvrd")
   assert (v.model.num_classes, v.model.num_predicates) == (35, 132)
-  assert v.evals.val.split == "test" and v.input.flip_prob == 0.0
+  # ImageNet-VidVRD has train / test only: one evaluator, `test`.
+  assert v.evals.test.split == "test" and "val" not in v.evals and v.input.flip_prob == 0.0
+  assert config_util.load_config(SPEC).evals.test.split == "test"
 
 
 def test_bad_args_name_the_key():

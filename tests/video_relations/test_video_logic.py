@@ -120,6 +120,16 @@ def test_association_merges_averages_and_keeps_first_confidence():
   np.testing.assert_allclose(r.sub_traj[2:4], [[0.5, 0, 9.5, 9]] * 2)
   np.testing.assert_allclose(r.sub_traj[4:], [shifted, shifted])
   assert late.triplet == ("cat", "away", "dog") and late.score == 0.3
+  # The baseline's behaviour on request: the late relation starts at confidence 1 (its own 0.3 is
+  # dropped) and now outranks the chained one; first-segment relations keep theirs.
+  r, late = association.greedy_relational_association([(2, seg1), (0, seg0)], helper_quirk=True)
+  assert r.confs == [0.6, 0.2] and late.confs == [1.0] and late.score == 1.0
+  # A chain started late by the quirk: mean of 1 and the extension's confidence.
+  seg2 = [_rel(("cat", "away", "dog"), 4, [box] * 4, [box] * 4, 0.5)]
+  rels = association.greedy_relational_association(
+    [(0, seg0), (2, seg1), (4, seg2)], helper_quirk=True
+  )
+  assert rels[1].triplet == ("cat", "away", "dog") and rels[1].confs == [1.0, 0.5]
 
 
 def test_trim_weak_ends_keeps_the_strong_core_of_a_chain():

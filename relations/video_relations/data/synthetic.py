@@ -1,12 +1,21 @@
 """Learnable synthetic videos in the exact VidOR release layout.
 
   python -m relations.video_relations.data.synthetic --out DIR --num_train 64 \
-      --num_val 16 [--seed 0] [--width 128 --height 96] [--stats]
+      --num_val 16 [--num_test 4] [--layout vidor|vidvrd] [--seed 0] \
+      [--width 128 --height 96] [--stats]
 
 writes
 
   DIR/annotation/{training,validation}/<group>/<video_id>.json
   DIR/video/<group>/<video_id>.mp4          (MPEG-4 video, yuv420p, 24 fps)
+
+`--num_test` videos are written like the VidOR test split: a video under
+`video/<group>/` and no annotation (the builders import them as split `test`).
+`--layout vidvrd` writes the ImageNet-VidVRD release layout instead
+(`train/<id>.json` from the training videos, `test/<id>.json` from the
+validation ones, `videos/<id>.mp4`, ids `ILSVRC2015_train_<8 digits>`, no
+`version` / `video_hash` / `video_path` / `tracker` fields, names mapped to
+VidVRD's by `VIDVRD_NAMES`); `--stats` then counts in VidOR names.
 
 and `--stats` prints (and writes DIR/stats.json) the number of videos,
 frames, objects per category and relation instances per predicate per split,
@@ -52,7 +61,36 @@ from relations.video_relations.data import synthetic_scene as scene_lib
 from relations.video_relations.data import annotations as vrd_json
 
 FPS = 24
-SPLITS = {"training": 0, "validation": 1}
+SPLITS = {"training": 0, "validation": 1, "testing": 2}
+# Synthetic VidOR names -> ImageNet-VidVRD names (`--layout vidvrd`); several VidOR names
+# may share one VidVRD name where VidVRD has no counterpart.
+VIDVRD_NAMES = {
+  "adult": "person",
+  "child": "monkey",
+  "dog": "dog",
+  "cat": "domestic_cat",
+  "horse": "horse",
+  "bicycle": "bicycle",
+  "car": "car",
+  "ball/sports_ball": "ball",
+  "cup": "frisbee",
+  "toy": "skateboard",
+  "table": "bus",
+  "sofa": "sofa",
+  "bird": "bird",
+  "above": "above",
+  "beneath": "beneath",
+  "behind": "behind",
+  "in_front_of": "front",
+  "next_to": "next_to",
+  "inside": "sit_inside",
+  "towards": "toward",
+  "away": "away",
+  "chase": "chase",
+  "hold": "hold",
+  "ride": "ride",
+  "lean_on": "touch",
+}
 # Sampling weights of the scripts: actions that are rarer by geometry alone
 # are drawn more often.
 SCRIPT_WEIGHTS = {
@@ -238,6 +276,8 @@ def generate(
   overwrite: bool = False,
   codec: str = "mpeg4",
   fps: int = FPS,
+  num_test: int = 0,
+  layout: str = "vidor",
 ) -> dict:
   """Writes the dataset to `out` (see module docstring); returns its stats.
 
@@ -252,7 +292,9 @@ def generate(
   os.makedirs(parent, exist_ok=True)
   tmp = tempfile.mkdtemp(prefix=".synthetic_vidor-", dir=parent)
   try:
-    for split, count in (("training", num_train), ("validation", num_val)):
+    if layout not in ("vidor", "vidvrd"):
+      raise ValueError(f"layout: unknown {layout!r} (vidor, vidvrd)")
+    for split, count in (("training", num_train), ("validation", num_val), ("testing", num_test)):
       for i in range(count):
         rng = np.random.default_rng([seed, SPLITS[split], i])
         vid = video_id_of(seed, split, i)
@@ -261,13 +303,16 @@ def generate(
         data = annotation_json(vid, group, scene, *anno, width=width, height=height, fps=fps)
         ann_dir = os.path.join(tmp, "annotation", split, group)
         vid_dir = os.path.join(tmp, "video", group)
-        os.makedirs(ann_dir, exist_ok=True)
         os.makedirs(vid_dir, exist_ok=True)
-        with open(os.path.join(ann_dir, f"{vid}.json"), "w") as fh:
-          fh.write(json.dumps(data, separators=(",", ":")))
+        if split != "testing":  # the test split's annotation is never released
+          os.makedirs(ann_dir, exist_ok=True)
+          with open(os.path.join(ann_dir, f"{vid}.json"), "w") as fh:
+            fh.write(json.dumps(data, separators=(",", ":")))
         with open(os.path.join(vid_dir, f"{vid}.mp4"), "wb") as fh:
           fh.write(write_mp4(frames, fps=fps, codec=codec))
     stats = dataset_stats(tmp)
+    if layout == "vidvrd":
+      _to_vidvrd_layout(tmp)
     with open(os.path.join(tmp, "stats.json"), "w") as fh:
       json.dump(stats, fh, indent=1, sort_keys=True)
     if os.path.exists(out):
@@ -277,6 +322,47 @@ def generate(
     shutil.rmtree(tmp, ignore_errors=True)
     raise
   return stats
+
+
+def vidvrd_id(vidor_id: str) -> str:
+  """The ImageNet-VidVRD-style id of a synthetic video (`--layout vidvrd`)."""
+  return f"ILSVRC2015_train_{int(vidor_id) % 10**8:08d}"
+
+
+def _to_vidvrd_layout(root: str) -> None:
+  """Rewrites a synthetic VidOR folder in place into the ImageNet-VidVRD layout (module docstring)."""
+  folders = {"training": "train", "validation": "test"}
+  os.makedirs(os.path.join(root, "videos"))
+  for group in sorted(os.listdir(os.path.join(root, "video"))):
+    for name in sorted(os.listdir(os.path.join(root, "video", group))):
+      vid = name.removesuffix(".mp4")
+      os.replace(
+        os.path.join(root, "video", group, name),
+        os.path.join(root, "videos", f"{vidvrd_id(vid)}.mp4"),
+      )
+  shutil.rmtree(os.path.join(root, "video"))
+  for split, folder in folders.items():
+    src = os.path.join(root, "annotation", split)
+    if not os.path.isdir(src):
+      continue
+    os.makedirs(os.path.join(root, folder))
+    for group in sorted(os.listdir(src)):
+      for name in sorted(os.listdir(os.path.join(src, group))):
+        with open(os.path.join(src, group, name)) as fh:
+          data = json.load(fh)
+        for key in ("version", "video_hash", "video_path"):
+          data.pop(key)
+        data["video_id"] = vidvrd_id(data["video_id"])
+        for obj in data["subject/objects"]:
+          obj["category"] = VIDVRD_NAMES[obj["category"]]
+        for frame in data["trajectories"]:
+          for box in frame:
+            box.pop("tracker")
+        for rel in data["relation_instances"]:
+          rel["predicate"] = VIDVRD_NAMES[rel["predicate"]]
+        with open(os.path.join(root, folder, f"{data['video_id']}.json"), "w") as fh:
+          fh.write(json.dumps(data, separators=(",", ":")))
+  shutil.rmtree(os.path.join(root, "annotation"))
 
 
 def dataset_stats(root: str) -> dict:
@@ -337,6 +423,8 @@ def main(argv=None) -> int:
   parser.add_argument("--out", required=True)
   parser.add_argument("--num_train", type=int, default=64)
   parser.add_argument("--num_val", type=int, default=16)
+  parser.add_argument("--num_test", type=int, default=0, help="videos without annotation")
+  parser.add_argument("--layout", choices=["vidor", "vidvrd"], default="vidor")
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--width", type=int, default=128)
   parser.add_argument("--height", type=int, default=96)
@@ -357,6 +445,8 @@ def main(argv=None) -> int:
     args.min_frames,
     args.max_frames,
     args.overwrite,
+    num_test=args.num_test,
+    layout=args.layout,
   )
   if args.stats:
     print(format_stats(stats))

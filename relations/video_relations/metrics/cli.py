@@ -2,7 +2,7 @@
 
   python -m relations.evaluate video_relations --groundtruth GT --prediction PRED
       [--protocol helper|vru20] [--zero-shot TRAIN_GT] [--per-video]
-      [--dataset vidor|vidvrd] [--output metrics.json]
+      [--dataset vidor|vidvrd] [--output metrics.json] [--breakdown [--duration-bins 90,300]]
 
 GT: an official annotation folder (e.g. `annotation/validation`, or VidVRD
 `test`), one annotation file, or one consolidated GT JSON
@@ -24,7 +24,10 @@ evaluations: "zero_shot" (zero-shot GT and zero-shot predictions, xdshang
 the VRU'20 server's `evaluate.py`). An evaluation the official code could
 not score is reported (exit status 1, "error" in the metrics JSON) and the
 others are still scored. --official-lines prints the official script's six
-lines after each evaluation's table.
+lines after each evaluation's table. --breakdown adds the numbers per
+predicate type (action / spatial), predicate, subject and object category
+and relation duration (`metrics/breakdown.py`: the official scorer on
+filtered copies; the submission is then also read as a Python object tree).
 """
 
 import contextlib
@@ -176,14 +179,19 @@ class _GroundTruthJob(threading.Thread):
       self.gt = io.read_groundtruth_table(args.groundtruth, args.dataset)
       if args.zero_shot:
         train = io.read_groundtruth_table(args.zero_shot, args.dataset, keep_boxes=False)
-        gt = self.gt
-        self.zs = set(gt.triplets) - set(train.triplets)
-        is_zs = np.asarray([t in self.zs for t in gt.triplets], bool)
-        self.zs_gt = gt.select_rows(is_zs[gt.triplet] if len(is_zs) else np.zeros(len(gt), bool))
+        self.zs, self.zs_gt = zero_shot_table(self.gt, train)
     except (FileNotFoundError, vrd_json.AnnotationError) as e:
       self.error = e
     except BaseException as e:  # pylint: disable=broad-except
       self.error = e
+
+
+def zero_shot_table(gt, train):
+  """(zero-shot triplets, the rows of `gt` with one): triplets of `gt` absent from `train`
+  (both `columns.RelationTable`; `train` may hold no boxes)."""
+  zs = set(gt.triplets) - set(train.triplets)
+  is_zs = np.asarray([t in zs for t in gt.triplets], bool)
+  return zs, gt.select_rows(is_zs[gt.triplet] if len(is_zs) else np.zeros(len(gt), bool))
 
 
 def _pass(path, gt_job, protocol, dataset, validate_too=True):
@@ -210,8 +218,8 @@ def _pass(path, gt_job, protocol, dataset, validate_too=True):
 class _Ready:
   """A ground truth already read, in the shape `_Consumer` waits for."""
 
-  def __init__(self, gt):
-    self.gt, self.zs_gt, self.error = gt, None, None
+  def __init__(self, gt, zs_gt=None):
+    self.gt, self.zs_gt, self.error = gt, zs_gt, None
 
   def join(self):
     pass
@@ -231,15 +239,44 @@ def score_file(path: str, groundtruth, protocol: str = "helper", dataset: str | 
   Raises:
     fastjson.FormatError (not JSON, not a submission), scoring.ScoringError, OSError.
   """
-  ready = _Ready(groundtruth)
+  report, results = score_file_evaluations(path, groundtruth, protocol, dataset)
+  return report, None if results is None else results["all"]
+
+
+def score_file_evaluations(
+  path: str, groundtruth, protocol: str = "helper", dataset: str | None = None, zero_shot_gt=None
+):
+  """`score_file` with the CLI's zero-shot evaluations too.
+
+  Args:
+    zero_shot_gt: the zero-shot rows of `groundtruth` (`zero_shot_table`), or None.
+
+  Returns:
+    (report, None when the report has errors, else {"all": Result} plus, with `zero_shot_gt`,
+    "zero_shot" and "generalized_zero_shot": a `scoring.Result`, or None where no zero-shot GT).
+  """
+  ready = _Ready(groundtruth, zero_shot_gt)
   consumer = _pass(path, ready, protocol, dataset)
   report = consumer.validator.report()
   if not report.ok:
     return report, None
-  evaluation = consumer.evaluations[0][1]
+  evaluations = consumer.evaluations
   if not consumer.complete:  # an error that a repeated video id later replaced: score again
-    evaluation = _pass(path, ready, protocol, dataset, validate_too=False).evaluations[0][1]
-  return report, evaluation.result()
+    evaluations = _pass(path, ready, protocol, dataset, validate_too=False).evaluations
+  return report, {name: None if ev is None else ev.result() for name, ev in evaluations}
+
+
+def _duration_bins(text: str) -> tuple[int, ...]:
+  """argparse type of --duration-bins: increasing comma-separated native-frame edges."""
+  import argparse  # pylint: disable=import-outside-toplevel
+
+  try:
+    bins = tuple(int(b) for b in text.split(","))
+  except ValueError:
+    raise argparse.ArgumentTypeError(f"not comma-separated integers: {text!r}") from None
+  if list(bins) != sorted(set(bins)):
+    raise argparse.ArgumentTypeError(f"edges must increase: {text!r}")
+  return bins
 
 
 @cli_errors.entry_point
@@ -263,6 +300,19 @@ def main(argv=None) -> int:
   ap.add_argument("--output", help="write the metrics JSON here", type=cli_errors.output_file)
   ap.add_argument(
     "--official-lines", action="store_true", help="also print the official script's six lines"
+  )
+  ap.add_argument(
+    "--breakdown",
+    action="store_true",
+    help="also the per predicate type / predicate / subject / object / duration numbers "
+    "(metrics/breakdown.py; 'breakdown' in the metrics JSON)",
+  )
+  ap.add_argument(
+    "--duration-bins",
+    dest="duration_bins",
+    default=(90, 300),
+    type=_duration_bins,
+    help="native-frame edges of the duration breakdown (default 90,300: short/medium/long)",
   )
   args = ap.parse_args(argv)
   _numba_without_scipy_probe()
@@ -341,6 +391,18 @@ def _evaluate(args) -> int:
         out["num_zero_shot_triplets"] = len(zs)
     else:
       out[name] = metrics
+  if args.breakdown and not failed:
+    from relations.video_relations.metrics import breakdown  # pylint: disable=import-outside-toplevel
+
+    table = breakdown.breakdown(
+      io.load_groundtruth(args.groundtruth, args.dataset),
+      io.load_submission(args.prediction)["results"],
+      args.protocol,
+      args.dataset,
+      args.duration_bins,
+    )
+    print(breakdown.format_breakdown(table))
+    out["breakdown"] = table
   if args.output:
     io.write_json_atomic(args.output, out)
     print(f"wrote {args.output}")

@@ -6,11 +6,20 @@ Layout expected in `manual_dir` (the official release, unzipped):
   annotation/validation/<group>/<video_id>.json   -> split `validation`
   video/<group>/<video_id>.mp4
 
-A split is generated when its annotation folder exists (the test split has no
-public annotation). The synthetic generator writes the same layout:
+  video/<group>/<video_id>.mp4 named by no annotation file -> split `test`
+
+An annotated split is generated when its annotation folder exists. The test
+split (ground truth never released) is imported from its videos alone
+(`relations/video_relations/data/unannotated.py`): the videos of `video/`
+that no training or validation annotation names, with fps, size and frame
+count read from the video; it is made only when both annotation folders are
+present (otherwise an unannotated training video could not be told from a
+test video) or when the id list `test_ids.txt` is, which the videos must
+then match exactly. Its examples have no tracks and no relations. The
+synthetic generator writes the same layout:
 
   python -m relations.video_relations.data.synthetic --out /tmp/vidor_syn \
-      --num_train 64 --num_val 16
+      --num_train 64 --num_val 16 --num_test 4
 
 Build and read (array_record, random access):
 
@@ -60,6 +69,7 @@ import tensorflow_datasets as tfds
 from relations import tfds_util
 from relations.video_relations.data import categories as vrd_categories
 from relations.video_relations.data import annotations as vrd_json
+from relations.video_relations.data import unannotated
 from relations.video_relations.data import video as vrd_video
 
 _SPLITS = {"train": "training", "validation": "validation"}
@@ -109,7 +119,23 @@ class Builder(tfds_util.BeamOrGenerator, tfds.core.GeneratorBasedBuilder):
       raise vrd_video.missing_layout_error(
         root, [f"annotation/{f}" for f in _SPLITS.values()], _INSTRUCTIONS
       )
-    return {split: self._generate_examples(root, folder) for split, folder in found.items()}
+    splits = {split: self._generate_examples(root, folder) for split, folder in found.items()}
+    test = self._test_videos(root, found)
+    if test:
+      splits["test"] = self.key_examples(
+        [(str(p), vid, f"video/{p.parent.name}/{p.name}") for vid, p in test.items()],
+        functools.partial(unannotated.video_example, config=self.builder_config, dataset="vidor"),
+      )
+    return splits
+
+  def _test_videos(self, root: epath.Path, found: dict) -> dict:
+    """{video id: file} of the unannotated test split (module docstring); {} when none."""
+    id_list = root / "test_ids.txt"
+    if not (root / "video").is_dir() or (len(found) < len(_SPLITS) and not id_list.exists()):
+      return {}
+    videos = {p.stem: p for p in (root / "video").glob("*/*.mp4")}
+    annotated = {p.stem for folder in found.values() for p in folder.glob("*/*.json")}
+    return unannotated.select_videos(videos, annotated, id_list)
 
   def _generate_examples(self, root: epath.Path, folder: epath.Path):
     """(video id, example) per annotation file: a generator, or a Beam PTransform under Beam."""

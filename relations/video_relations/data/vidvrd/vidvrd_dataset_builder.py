@@ -6,6 +6,12 @@ Layout expected in `manual_dir` (the official release, unzipped):
   test/<video_id>.json     -> split `test` (fully labelled)
   videos/<video_id>.mp4
 
+Without `test/` (labels withheld), the test split is imported from its
+videos alone (`relations/video_relations/data/unannotated.py`): the videos of
+`videos/` that no `train/` annotation names, fps, size and frame count read
+from the video, no tracks or relations; made only when `train/` exists or the
+id list `test_ids.txt` does (the videos must then match it exactly).
+
 Annotations have no `version` field (asserted, as in VidVRD-helper).
 Build and read exactly like `vidor` (see vidor_dataset_builder):
 
@@ -33,6 +39,7 @@ import tensorflow_datasets as tfds
 from relations import tfds_util
 from relations.video_relations.data import categories as vrd_categories
 from relations.video_relations.data import annotations as vrd_json
+from relations.video_relations.data import unannotated
 from relations.video_relations.data import video as vrd_video
 
 _SPLITS = ("train", "test")
@@ -73,7 +80,25 @@ class Builder(tfds_util.BeamOrGenerator, tfds.core.GeneratorBasedBuilder):
     found = [s for s in _SPLITS if (root / s).is_dir()]
     if not found:
       raise vrd_video.missing_layout_error(root, list(_SPLITS), _INSTRUCTIONS)
-    return {s: self._generate_examples(root, root / s) for s in found}
+    splits = {s: self._generate_examples(root, root / s) for s in found}
+    test = self._test_videos(root, found)
+    if test:
+      splits["test"] = self.key_examples(
+        [(str(p), vid, f"videos/{p.name}") for vid, p in test.items()],
+        functools.partial(unannotated.video_example, config=self.builder_config, dataset="vidvrd"),
+      )
+    return splits
+
+  def _test_videos(self, root: epath.Path, found: list) -> dict:
+    """{video id: file} of an unannotated test split (module docstring); {} when none."""
+    id_list = root / "test_ids.txt"
+    if "test" in found or not (root / "videos").is_dir():
+      return {}
+    if "train" not in found and not id_list.exists():
+      return {}
+    videos = {p.stem: p for p in (root / "videos").glob("*.mp4")}
+    annotated = {p.stem for s in found for p in (root / s).glob("*.json")}
+    return unannotated.select_videos(videos, annotated, id_list)
 
   def _generate_examples(self, root: epath.Path, folder: epath.Path):
     """(video id, example) per annotation file: a generator, or a Beam PTransform under Beam."""
