@@ -352,11 +352,11 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
     keep=int(_setting(config, "keep_checkpoints")),
     async_save=bool(_setting(config, "async_checkpoints")),
   )
-  latest = mngr.latest_step()
   with jax.set_mesh(mesh):
-    if latest is not None:
-      abstract = ckpt_lib.abstract_of(s["state_shapes"], s["state_sh"])
-      state, meta = ckpt_lib.restore(mngr, latest, abstract)
+    abstract = ckpt_lib.abstract_of(s["state_shapes"], s["state_sh"])
+    restored = ckpt_lib.restore_newest_intact(mngr, abstract)  # skips damaged ones, saying so
+    if restored is not None:
+      state, meta, _ = restored
       if int(meta.get("data_seed", config.seed)) != int(config.seed):
         raise ValueError(
           f"{workdir}: checkpoint was written with seed {meta['data_seed']} but the "
