@@ -413,6 +413,13 @@ def _train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Tra
           f"config has seed {config.seed}; use a new workdir"
         )
       start = int(meta["step"])
+      bs = int(config.input.batch_size)
+      if start and int(meta.get("data_position", start * bs)) != start * bs:
+        raise ValueError(
+          f"{workdir}: checkpoint of step {start} was written with input.batch_size "
+          f"{int(meta['data_position']) // start} but the config has {bs}; the data order would "
+          "change. Resume with the same batch size, or use a new workdir"
+        )
       logging.info("Resumed from %s at step %d", workdir, start)
     else:
       init = jax.jit(s["init_fn"], out_shardings=s["state_sh"])
