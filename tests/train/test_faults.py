@@ -27,6 +27,7 @@ import pytest
 from relations import cli_errors
 from relations import io_util
 from relations import predict
+from relations import tfds_util
 from relations.train import checkpoint as ckpt_lib
 from relations.train import checkpoint_integrity
 from relations.train import trainer
@@ -416,7 +417,7 @@ def test_fault_lock_released_when_training_fails(tmp_path):
   c = _config(total_steps=2)
   c.input.batch_size = 15  # not divisible by the 8 devices: fails after the lock is taken
   workdir = str(tmp_path / "w")
-  with pytest.raises(Exception):
+  with pytest.raises(ValueError, match="should evenly divide"):
     trainer.train(c, workdir)
   assert not os.path.exists(os.path.join(workdir, workdir_lock.LOCK_NAME))
 
@@ -453,3 +454,40 @@ def test_fault_outputs_honour_the_umask(tmp_path):
     os.umask(old)
   assert os.stat(tmp_path / "a.json").st_mode & 0o777 == 0o644
   assert os.stat(tmp_path / "b.txt").st_mode & 0o777 == 0o664
+
+
+# ----------------------------------------------------------------- dataset preparation
+
+
+def test_fault_prepare_killed_build_leftovers_removed_on_next_run(tmp_path, capsys):
+  config_dir = tmp_path / "dataset" / "cfg"
+  killed = config_dir / "incomplete.AB12CD_1.0.0"  # what a SIGKILLed TFDS build leaves
+  (killed / "dataset-train.array_record-00000-of-00001").parent.mkdir(parents=True)
+  (killed / "dataset-train.array_record-00000-of-00001").write_bytes(b"x")
+  live = config_dir / "incomplete.EF34GH_1.0.0"  # a build still running elsewhere
+  live.mkdir()
+  other_version = config_dir / "incomplete.IJ56KL_2.0.0"
+  other_version.mkdir()
+  old = time.time() - 2 * tfds_util.STALE_INCOMPLETE_SECONDS
+  for p in (killed, killed / "dataset-train.array_record-00000-of-00001", other_version):
+    os.utime(p, (old, old))
+  removed = tfds_util.remove_stale_incomplete(str(config_dir / "1.0.0"))
+  assert removed == [str(killed)] and not killed.exists()
+  assert live.exists() and other_version.exists()
+  assert f"[data] removing {killed}: left by a build that was killed" in capsys.readouterr().err
+
+
+def test_fault_prepare_sigterm_runs_the_builds_cleanup(tmp_path, capsys):
+  incomplete = tmp_path / "incomplete.XY12AB_1.0.0"
+  handler = signal.getsignal(signal.SIGTERM)
+  with pytest.raises(KeyboardInterrupt):
+    with tfds_util._sigterm_interrupts("the build of x"):  # pylint: disable=protected-access
+      try:
+        incomplete.mkdir()
+        os.kill(os.getpid(), signal.SIGTERM)  # the fault: SIGTERM mid-build
+        time.sleep(5)
+      finally:
+        shutil.rmtree(incomplete)  # as TFDS's incomplete_dir does
+  assert not incomplete.exists()
+  assert signal.getsignal(signal.SIGTERM) is handler
+  assert "[data] SIGTERM: stopping the build of x" in capsys.readouterr().err
