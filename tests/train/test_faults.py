@@ -156,6 +156,20 @@ def test_fault_flipped_byte_in_checkpoint_is_refused_by_predict(trained, tmp_pat
   assert not any(n.startswith("predict_step") for n in os.listdir(workdir))
 
 
+def test_fault_predict_output_leaves_a_read_only_run_untouched(trained, tmp_path, capsys):
+  workdir, out = _copy(trained, tmp_path), str(tmp_path / "out")
+  before = _snapshot(workdir)
+  cwd = os.getcwd()
+  os.chdir(ROOT)
+  try:
+    status = predict.main(["--config", "tests/toy_task.py", "--workdir", workdir, "--output", out])
+  finally:
+    os.chdir(cwd)
+  assert status == 0, capsys.readouterr().err
+  assert os.listdir(out) == [f"predict_step{TOTAL}.json"]
+  assert _snapshot(workdir) == before
+
+
 def test_fault_flipped_byte_resume_falls_back_to_newest_intact(trained, tmp_path, capsys):
   one = jax.devices()[:1]
   damaged, clean = _copy(trained, tmp_path, "damaged"), _copy(trained, tmp_path, "clean")
