@@ -31,14 +31,34 @@ def atomic_path(path: str) -> Iterator[str]:
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
   fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=os.path.basename(path), dir=directory)
-  os.close(fd)
+  try:
+    os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the mode open() would
+  finally:
+    os.close(fd)
   try:
     yield tmp
     os.replace(tmp, path)
-  except BaseException:
+  except BaseException as e:
     if os.path.exists(tmp):
       os.remove(tmp)
+    if isinstance(e, OSError) and e.filename in (None, tmp) and e.errno is not None:
+      # A write error (disk full, quota) names no file or the temporary one: name the target.
+      raise OSError(e.errno, e.strerror or str(e), path) from e
     raise
+
+
+def _umask() -> int:
+  """This process's umask, read without changing it (os.umask sets it, racing other threads)."""
+  try:
+    with open("/proc/self/status", encoding="ascii") as f:
+      for line in f:
+        if line.startswith("Umask:"):
+          return int(line.split()[1], 8)
+  except (OSError, ValueError):
+    pass
+  mask = os.umask(0o022)
+  os.umask(mask)
+  return mask
 
 
 def write_bytes_atomic(path: str, data: bytes) -> None:

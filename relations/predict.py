@@ -1,8 +1,10 @@
-"""`python -m relations.predict --config configs/x.py:arg --workdir W [--eval NAME] [--step N]`.
+"""`python -m relations.predict --config configs/x.py:arg --workdir W [--eval NAME] [--step N]
+[--output OUT]`.
 
 Restores the latest (or given) checkpoint of a training run and runs its registered evaluators
 (`config.evals.<NAME>`), which write predictions in the official format for their split under
-`W/eval/<NAME>/` and score them. Without `--eval` every configured evaluator runs. On a split
+`W/eval/<NAME>/` (or `OUT/eval/<NAME>/` with `--output OUT`, for a run that must stay as it is,
+e.g. read-only) and score them. Without `--eval` every configured evaluator runs. On a split
 without ground truth (video relations: `--eval test`, the VidOR test split) the evaluator writes
 the official challenge file, validates it, prints its path and size and scores nothing.
 
@@ -55,6 +57,11 @@ def main(argv=None) -> int:
     p.add_argument(
       "--step", type=cli_errors.int_in(0), default=None, help="checkpoint step (default: latest)"
     )
+    p.add_argument(
+      "--output",
+      default=None,
+      help="write predictions and metrics here instead of into --workdir (a read-only run)",
+    )
 
   args, overrides = cli.parse(
     argv,
@@ -79,12 +86,15 @@ def main(argv=None) -> int:
       f"no checkpoint for step {args.step}; there are {', '.join(map(str, steps))}",
       file=os.path.join(args.workdir, "checkpoints"),
     )
+  output = args.output or args.workdir
+  if args.output:
+    cli_errors.check_output_dir(args.output)
   distributed.maybe_initialize(args.distributed)
   import jax  # pylint: disable=g-import-not-at-top
   from relations.train import trainer  # pylint: disable=g-import-not-at-top
 
   model, params, step, mesh = trainer.restore_params(config, args.workdir, args.step)
-  evaluators = trainer.build_evaluators(model, config, args.workdir)
+  evaluators = trainer.build_evaluators(model, config, output)
   results = {}
   with jax.set_mesh(mesh):
     for name in names:
@@ -98,7 +108,7 @@ def main(argv=None) -> int:
   # their exact values lets a launcher check that.
   print("metrics " + json.dumps(results, sort_keys=True))
   if jax.process_index() == 0:
-    io_util.write_json_atomic(os.path.join(args.workdir, f"predict_step{step}.json"), results)
+    io_util.write_json_atomic(os.path.join(output, f"predict_step{step}.json"), results)
   return 0
 
 

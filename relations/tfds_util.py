@@ -10,6 +10,14 @@ elsewhere (`tfds build`, on Beam) is only read: a read-only `data_dir`, e.g. a b
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+
 import tensorflow_datasets as tfds
 
 
@@ -48,7 +56,9 @@ def ensure_built(
         f"building TFDS {builder.name}/{config_name} from {manual_dir}", prefix="[data]"
       ),
       console.quiet_tfds_build(),
+      _sigterm_interrupts(f"the build of {builder.name}"),
     ):
+      remove_stale_incomplete(builder.data_dir)
       builder.download_and_prepare(
         download_config=tfds.download.DownloadConfig(manual_dir=manual_dir)
       )
@@ -58,6 +68,64 @@ def ensure_built(
     multihost_utils.sync_global_devices(f"tfds_build_{builder.name}")
     builder = _open(builder_cls, config, data_dir, file_format)
   return builder
+
+
+# A build's `incomplete.*` folder untouched this long belongs to a build that was killed.
+STALE_INCOMPLETE_SECONDS = 3600
+
+
+def remove_stale_incomplete(version_dir: str, max_age: float = STALE_INCOMPLETE_SECONDS) -> list:
+  """Removes `incomplete.*` folders of killed builds of `version_dir` (TFDS builds in
+  `<parent>/incomplete.<random>_<version>/`; a SIGKILL leaves it behind). A folder where
+  anything changed within `max_age` seconds may be a live build elsewhere and is kept.
+
+  Returns the removed folders.
+  """
+
+  parent, version = os.path.split(os.path.normpath(str(version_dir)))
+  if "://" in parent or not os.path.isdir(parent):
+    return []
+  removed = []
+  for name in sorted(os.listdir(parent)):
+    path = os.path.join(parent, name)
+    if not (name.startswith("incomplete.") and name.endswith(f"_{version}")):
+      continue
+    newest = max(
+      [os.path.getmtime(path)]
+      + [os.path.getmtime(os.path.join(r, f)) for r, ds, fs in os.walk(path) for f in fs + ds]
+    )
+    if time.time() - newest > max_age:
+      print(f"[data] removing {path}: left by a build that was killed", file=sys.stderr)
+      shutil.rmtree(path, ignore_errors=True)
+      removed.append(path)
+  return removed
+
+
+class _Terminated(KeyboardInterrupt):
+  """SIGTERM during a dataset build (a KeyboardInterrupt: the CLIs report `interrupted`)."""
+
+
+def _sigterm_interrupts(what: str):
+  """Context manager: SIGTERM raises `_Terminated` in the main thread, so the build's `finally`
+  blocks (TFDS removes its `incomplete.*` folder) run instead of the process just dying."""
+
+  @contextlib.contextmanager
+  def cm():
+    if threading.current_thread() is not threading.main_thread():
+      yield
+      return
+
+    def handler(signum, frame):  # pylint: disable=unused-argument
+      print(f"[data] SIGTERM: stopping {what} and removing its unfinished files", file=sys.stderr)
+      raise _Terminated()
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+      yield
+    finally:
+      signal.signal(signal.SIGTERM, old)
+
+  return cm()
 
 
 def _open(builder_cls, config, data_dir, file_format):

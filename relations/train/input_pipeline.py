@@ -87,6 +87,42 @@ def tune_allocator() -> bool:
   return _ALLOCATOR_TUNED
 
 
+_WATCHDOG = None
+
+
+def exit_with_parent(poll_seconds: float = 0.5) -> bool:
+  """In a worker process: exits it (releasing its shared memory) once its parent is gone.
+
+  A trainer killed with SIGKILL (OOM killer, `scancel -s KILL`, a crashed host process) cannot
+  stop its grain workers, which would otherwise live on holding ~300 MB each, their shared
+  memory segments and multiprocessing's resource tracker. A daemon thread notices the parent's
+  death (the process is re-parented, so `getppid` changes) and exits; multiprocessing's resource
+  tracker then unlinks whatever the run left in /dev/shm and ends too. A watchdog rather than
+  PR_SET_PDEATHSIG: that fires when the parent *thread* that started the worker ends, and grain
+  may start workers from a thread. Does nothing in the main process; returns whether it started.
+  """
+  global _WATCHDOG
+  import multiprocessing  # pylint: disable=g-import-not-at-top
+  import os  # pylint: disable=g-import-not-at-top
+
+  if _WATCHDOG is not None or multiprocessing.parent_process() is None:
+    return False
+  parent = os.getppid()
+
+  def watch():
+    import time  # pylint: disable=g-import-not-at-top
+
+    while os.getppid() == parent:
+      time.sleep(poll_seconds)
+    if _RING is not None:
+      _RING.close()  # unlink the segments the main process never mapped
+    os._exit(1)  # pylint: disable=protected-access
+
+  _WATCHDOG = threading.Thread(target=watch, name="exit_with_parent", daemon=True)
+  _WATCHDOG.start()
+  return True
+
+
 # Arrays of at least this many bytes travel in shared memory; smaller ones are pickled.
 SHM_MIN_BYTES = 1 << 16
 _HEADER = 64  # segment header: byte 0 = busy (set by the worker, cleared by the main process)
@@ -262,6 +298,7 @@ class _Reader:
   def __setstate__(self, state):  # in a grain worker
     self.__dict__.update(state, _perms={})
     tune_allocator()
+    exit_with_parent()
 
   def perm(self, epoch: int) -> np.ndarray:
     if epoch not in self._perms:

@@ -34,6 +34,7 @@ from relations.train import config_util
 from relations.train import input_pipeline
 from relations.train import optim
 from relations.train import sharding
+from relations.train import workdir_lock
 
 
 def import_by_name(kind: str, name: str):
@@ -324,11 +325,60 @@ def setup(config, devices=None):
 def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> TrainResult:
   """Trains `config` in `workdir`, resuming from its latest checkpoint if there is one.
 
+  One run per workdir (`workdir_lock`). A run that already finished (its `train_summary.json`
+  says `total_steps` were done and the checkpoint of that step exists) is left as it is.
+
   Args:
     config: a locked config (see docs/CONTRACT.md for the fields the trainer reads).
     workdir: checkpoints, TensorBoard events, config.json and train_summary.json go here.
     devices: devices for the mesh (default: all global devices; tests pass a subset).
   """
+  workdir = os.path.abspath(workdir)
+  os.makedirs(workdir, exist_ok=True)
+  with workdir_lock.hold(workdir, enabled=jax.process_index() == 0):
+    finished = _finished_run(config, workdir)
+    if finished is not None:
+      return finished
+    return _train(config, workdir, devices)
+
+
+def _finished_run(config, workdir: str) -> TrainResult | None:
+  """The result of a run in `workdir` that already completed `config.total_steps` (else None).
+
+  A restarted finished run (a requeued job, a repeated command) must not rewrite its results.
+  """
+  import json  # pylint: disable=g-import-not-at-top
+
+  total = int(config.total_steps)
+  path = os.path.join(workdir, "train_summary.json")
+  try:
+    with open(path, encoding="utf-8") as f:
+      summary = json.load(f)
+    final = int(summary["final_step"])
+  except (OSError, ValueError, KeyError, TypeError):
+    return None
+  if final < total or summary.get("preempted"):
+    return None
+  if not os.path.isdir(os.path.join(workdir, "checkpoints", str(final))):
+    return None
+  if jax.process_index() == 0:
+    print(
+      f"[train] {workdir}: this run is complete (step {final} of {total}, see "
+      f"train_summary.json); nothing to do. Raise total_steps to train on, or use a new workdir.",
+      flush=True,
+    )
+  sps = summary.get("steps_per_sec")
+  evals = {k: v for k, v in summary.items() if "/" in k}
+  return TrainResult(
+    state=None,
+    step=final,
+    preempted=False,
+    steps_per_sec=float(sps) if isinstance(sps, (int, float)) else float("nan"),
+    eval_metrics=evals,
+  )
+
+
+def _train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> TrainResult:
   workdir = os.path.abspath(workdir)
   os.makedirs(workdir, exist_ok=True)
   jax.config.update("jax_threefry_partitionable", True)
@@ -352,17 +402,24 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
     keep=int(_setting(config, "keep_checkpoints")),
     async_save=bool(_setting(config, "async_checkpoints")),
   )
-  latest = mngr.latest_step()
   with jax.set_mesh(mesh):
-    if latest is not None:
-      abstract = ckpt_lib.abstract_of(s["state_shapes"], s["state_sh"])
-      state, meta = ckpt_lib.restore(mngr, latest, abstract)
+    abstract = ckpt_lib.abstract_of(s["state_shapes"], s["state_sh"])
+    restored = ckpt_lib.restore_newest_intact(mngr, abstract)  # skips damaged ones, saying so
+    if restored is not None:
+      state, meta, _ = restored
       if int(meta.get("data_seed", config.seed)) != int(config.seed):
         raise ValueError(
           f"{workdir}: checkpoint was written with seed {meta['data_seed']} but the "
           f"config has seed {config.seed}; use a new workdir"
         )
       start = int(meta["step"])
+      bs = int(config.input.batch_size)
+      if start and int(meta.get("data_position", start * bs)) != start * bs:
+        raise ValueError(
+          f"{workdir}: checkpoint of step {start} was written with input.batch_size "
+          f"{int(meta['data_position']) // start} but the config has {bs}; the data order would "
+          "change. Resume with the same batch size, or use a new workdir"
+        )
       logging.info("Resumed from %s at step %d", workdir, start)
     else:
       init = jax.jit(s["init_fn"], out_shardings=s["state_sh"])
@@ -442,10 +499,18 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
       stop = preemption.agreed(done, sync_every)
       if done % ckpt_every == 0 or done == total_steps or stop:
         ckpt_lib.save(mngr, done, state, meta(done), force=True)
-      if stop:
+      if stop and done < total_steps:  # after the last step's save, the run is complete
         preempted = True
         logging.warning("Preempted: checkpoint saved at step %d", done)
         break
+    if start >= total_steps > 0:
+      # Trained to the end before but stopped before its final evaluation finished: run it now.
+      for name, ev in evaluators.items():
+        res = ev.run(state["params"], start)
+        eval_metrics.update({f"{name}/{k}": v for k, v in res.items()})
+        writer.write_scalars(
+          start, {f"{name}/{k}": float(v) for k, v in res.items() if np.isscalar(v)}
+        )
     mngr.wait_until_finished()
   writer.flush()
   elapsed = (time.perf_counter() - t0) if t0 is not None else 0.0
