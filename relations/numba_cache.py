@@ -11,13 +11,15 @@ package never changes, so users only pay one compile, as before.
 Where: `NUMBA_CACHE_DIR` when set (numba's own rule); otherwise `$RELATIONS_CACHE_DIR/numba`
 (default `~/.cache/relations/numba`), a folder the user can write to even when the package lies
 in a read-only site-packages; then numba's usual fallbacks (the source's __pycache__, numba's
-user-wide cache). The first compile of a process prints one line to stderr saying it happens once.
+user-wide cache), and last the temp dir (numba refuses cached functions when no folder is
+writable). The first compile of a process prints one line to stderr saying it happens once.
 """
 
 import functools
 import hashlib
 import os
 import sys
+import tempfile
 
 from numba.core import caching
 from numba.core import event
@@ -77,6 +79,19 @@ class RelationsCacheLocator(_FolderStamp, caching.UserWideCacheLocator):
     self._cache_path = os.path.join(cache_root(), self.get_suitable_cache_subpath(py_file))
 
 
+class TempFolderLocator(_FolderStamp, caching.UserWideCacheLocator):
+  """Last resort when nothing else is writable (read-only site-packages and home): the temp dir.
+
+  Without it numba refuses to define a cached function ("no locator available") and the
+  evaluator would fail at import.
+  """
+
+  def __init__(self, py_func, py_file):
+    super().__init__(py_func, py_file)
+    root = os.path.join(tempfile.gettempdir(), f"relations_numba_{os.getuid()}")
+    self._cache_path = os.path.join(root, self.get_suitable_cache_subpath(py_file))
+
+
 class _CompileNotice(event.Listener):
   """Prints one line at the first compile of a cached function of ours in this process."""
 
@@ -111,5 +126,6 @@ if UserProvidedFolderLocator not in _LOCATORS:
     RelationsCacheLocator,
     InTreeFolderLocator,
     UserWideFolderLocator,
+    TempFolderLocator,
   ]
   event.register("numba:compile", _CompileNotice())
