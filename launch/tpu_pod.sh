@@ -21,9 +21,10 @@ it, run `python -m relations.train` on all workers at once, then delete the pod.
   --dry-run        print the commands instead of running them
   -- ARGS          passed to relations.train unchanged, e.g. --config.total_steps=100000
 
-Install (launch/tpu_worker.sh setup, on every worker): the image's python3 is 3.10 and the package
-needs 3.11, so uv (pinned, from PyPI) makes a CPython 3.11 environment in ~/.venvs/relations and
-`pip install -c constraints.txt -e .[tpu]` installs into it, as scripts/demo.sh does. Worker 0 is
+Install (launch/tpu_worker.sh setup, on every worker): an environment in ~/.venvs/relations made
+with the image's python3 when it is >= 3.11, else (tpu-ubuntu2204 images have 3.10) with a CPython
+3.11 that uv (pinned, from PyPI) downloads; `pip install -c constraints.txt -e .[tpu,tf-cpu]`
+installs into it, as scripts/demo.sh does. Worker 0 is
 set up first: if its Python or its install is wrong the launch stops there with that worker's
 message, before anything runs on the other workers. Every worker then trains with
 RELATIONS_JAX_INIT=1, so jax.distributed.initialize() discovers the pod itself.

@@ -11,12 +11,13 @@ Runs on one Cloud TPU VM worker, from the checkout that launch/tpu_pod.sh unpack
 
 setup  Make the Python the package needs and install this checkout into ~/.venvs/relations
        (RELATIONS_VENV overrides the place):
-         1. uv from PyPI (`python3 -m pip install --user uv==<pinned>`), because the TPU VM
-            image's python3 is 3.10 and the package needs 3.11;
-         2. `uv venv --managed-python --python 3.11 --seed`: uv's own CPython 3.11 build
+         1. the image's python3 when it is 3.11 or newer: `python3 -m venv`; otherwise (the
+            tpu-ubuntu2204 images have 3.10, or python3 lacks venv/ensurepip) uv from PyPI
+            (`python3 -m pip install --user uv==<pinned>`);
+         2. with uv: `uv venv --managed-python --python 3.11 --seed`, uv's own CPython 3.11 build
             (python-build-standalone, from GitHub or UV_PYTHON_INSTALL_MIRROR);
-         3. `pip install -c constraints.txt -e .[tpu]`, pinned as scripts/demo.sh installs;
-         4. checks: Python 3.11, `relations` imports from ~/relations, every installed package
+         3. `pip install -c constraints.txt -e .[tpu,tf-cpu]`, pinned as scripts/demo.sh installs;
+         4. checks: Python >= 3.11, `relations` imports from ~/relations, every installed package
             that constraints.txt pins has the pinned version, and (on a machine with TPU device
             files) libtpu is installed.
        Any failure stops with a message that names this worker and the step.
@@ -27,25 +28,27 @@ EOF
 }
 
 # uv is pinned so that every worker (and every launch) gets the same CPython 3.11 build
-# (uv 0.13.9 asks for cpython-3.11.18, python-build-standalone release 20261110).
+# (uv 0.13.9 asks for cpython-3.11.18, python-build-standalone release 20261110) when the image's
+# python3 is older than the package's requires-python (>= 3.11).
 UV_VERSION=0.13.9
 PYTHON_VERSION=3.11
+EXTRAS="tpu,tf-cpu"
 src="$HOME/relations"
 venv="${RELATIONS_VENV:-$HOME/.venvs/relations}"
 host=$(hostname 2>/dev/null || echo worker)
 
 die() { echo "tpu_worker.sh on $host: $*" >&2; exit 1; }
 
-python_ok() {
-  [[ -x "$venv/bin/python" ]] &&
-    "$venv/bin/python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null
+new_enough() {  # PYTHON: is it >= 3.11?
+  "$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
 }
 
-setup() {
-  [[ -f "$src/pyproject.toml" && -f "$src/constraints.txt" ]] ||
-    die "$src is not a relations checkout (no pyproject.toml or constraints.txt)"
-  cd "$src"
-  command -v python3 >/dev/null || die "no python3 on PATH to install uv with"
+python_ok() {
+  [[ -x "$venv/bin/python" ]] && new_enough "$venv/bin/python"
+}
+
+# Step 1 with uv: installs the pinned uv (once) and makes a CPython $PYTHON_VERSION venv.
+uv_venv() {
   local uv
   uv="$(python3 -c 'import site; print(site.getuserbase())')/bin/uv"  # where pip --user puts it
   if [[ ! -x "$uv" || "$("$uv" --version 2>/dev/null)" != "uv $UV_VERSION"* ]]; then
@@ -55,14 +58,25 @@ setup() {
       die "step 1: could not install uv==$UV_VERSION from PyPI"
     [[ -x "$uv" ]] || die "step 1: pip installed uv but $uv does not exist"
   fi
+  "$uv" venv --clear --seed --managed-python --python "$PYTHON_VERSION" "$venv" ||
+    die "step 2: uv could not create a Python $PYTHON_VERSION environment at $venv"
+}
+
+setup() {
+  [[ -f "$src/pyproject.toml" && -f "$src/constraints.txt" ]] ||
+    die "$src is not a relations checkout (no pyproject.toml or constraints.txt)"
+  cd "$src"
+  command -v python3 >/dev/null || die "no python3 on PATH"
   if ! python_ok; then
-    "$uv" venv --clear --seed --managed-python --python "$PYTHON_VERSION" "$venv" ||
-      die "step 2: uv could not create a Python $PYTHON_VERSION environment at $venv"
+    # The image's own Python when it is new enough (no download, no build); uv's otherwise.
+    if ! { new_enough python3 && python3 -m venv --clear "$venv" && python_ok; }; then
+      uv_venv
+    fi
   fi
-  python_ok || die "step 2: $venv/bin/python is not Python $PYTHON_VERSION" \
+  python_ok || die "step 2: $venv/bin/python is not Python >= 3.11" \
     "($("$venv/bin/python" -V 2>&1 || echo missing))"
-  "$venv/bin/python" -m pip install -q -c constraints.txt -e ".[tpu]" ||
-    die "step 3: pip install -c constraints.txt -e .[tpu] failed (see pip's message above)"
+  "$venv/bin/python" -m pip install -q -c constraints.txt -e ".[$EXTRAS]" ||
+    die "step 3: pip install -c constraints.txt -e .[$EXTRAS] failed (see pip's message above)"
   # TPU VMs have /dev/accel* (v2-v4) or /dev/vfio/N (v5e and later); only there is libtpu needed.
   local tpu=0
   if compgen -G "/dev/accel*" >/dev/null || compgen -G "/dev/vfio/[0-9]*" >/dev/null; then tpu=1; fi
@@ -75,8 +89,8 @@ import sys
 
 src, tpu = sys.argv[1], sys.argv[2] == "1"
 bad = []
-if sys.version_info[:2] != (3, 11):
-  bad.append(f"Python is {sys.version.split()[0]}, the package needs 3.11")
+if sys.version_info < (3, 11):
+  bad.append(f"Python is {sys.version.split()[0]}, the package needs >= 3.11")
 spec = importlib.util.find_spec("relations")
 where = os.path.realpath(spec.origin) if spec and spec.origin else None
 if where is None or not where.startswith(os.path.realpath(src) + os.sep):
@@ -118,7 +132,7 @@ train() {
     esac
   done
   [[ -n "$bucket" && -n "$config" ]] || { usage >&2; die "train needs --bucket and --config"; }
-  python_ok || die "no Python $PYTHON_VERSION environment at $venv; run setup first"
+  python_ok || die "no Python >= 3.11 environment at $venv; run setup first"
   cd "$src"
   export RELATIONS_JAX_INIT=1 TFDS_DATA_DIR="$bucket/tensorflow_datasets"
   exec "$venv/bin/python" -m relations.train --config "$config" --workdir "$bucket/workdir" \

@@ -7,5 +7,5 @@ PY="${PYTHON:-python3.11}"
 [[ -x .venv/bin/python ]] || "$PY" -m venv .venv
 # Quiet: no pip self-update notice or root-user warning among the demo's first lines.
 .venv/bin/python -m pip install -q --disable-pip-version-check --root-user-action=ignore \
-    -c constraints.txt -e .
+    -c constraints.txt -e ".[tf-cpu]"
 exec .venv/bin/python -m relations.demo --workdir "${DEMO_DIR:-demo_out}" "$@"

@@ -26,7 +26,7 @@ def _write(folder, name, text):
 
 
 def _run(folder, cache_dir=None):
-  env = dict(os.environ, PYTHONPATH=_ROOT)
+  env = dict(os.environ, PYTHONPATH=_ROOT, RELATIONS_CACHE_DIR=os.path.join(folder, "home_cache"))
   env.pop("NUMBA_CACHE_DIR", None)
   if cache_dir:
     env["NUMBA_CACHE_DIR"] = cache_dir
@@ -79,7 +79,44 @@ def test_folder_stamp_covers_every_module_of_the_folder(tmp_path):
 def test_the_scanner_is_cached_with_the_folder_stamp():
   locator = json_scan.scan_window._cache._impl._locator  # pylint: disable=protected-access
   assert isinstance(
-    locator, (numba_cache.InTreeFolderLocator, numba_cache.UserProvidedFolderLocator)
+    locator, (numba_cache.RelationsCacheLocator, numba_cache.UserProvidedFolderLocator)
   )
   folder = os.path.dirname(json_scan.__file__)
   assert locator.get_source_stamp() == numba_cache.folder_stamp(folder)
+
+
+def test_default_cache_is_the_user_cache_folder_and_first_compile_says_so(tmp_path):
+  folder = str(tmp_path / "src")
+  os.makedirs(folder)
+  _write(folder, "callee.py", "x = 0\n")
+  _write(
+    folder,
+    "caller.py",
+    """
+    import numba
+    from relations import numba_cache  # noqa: F401
+
+    @numba.njit(cache=True)
+    def f():
+      return 11
+    """,
+  )
+  env = dict(os.environ, PYTHONPATH=_ROOT, RELATIONS_CACHE_DIR=str(tmp_path / "home"))
+  env.pop("NUMBA_CACHE_DIR", None)
+  runs = [
+    subprocess.run(
+      [sys.executable, "-c", _RUN, folder], capture_output=True, text=True, check=True, env=env
+    )
+    for _ in range(2)
+  ]
+  assert [r.stdout.split() for r in runs] == [["11", "0"], ["11", "1"]]
+  where = os.path.join(str(tmp_path / "home"), "numba")
+  assert runs[0].stderr.count("relations: compiling numba code once") == 1
+  assert where in runs[0].stderr
+  assert "compiling" not in runs[1].stderr
+  in_tree = [n for _, _, names in os.walk(folder) for n in names if n.endswith((".nbi", ".nbc"))]
+  assert in_tree == []  # nothing written next to the sources
+  (entry,) = os.listdir(where)  # <folder name>_<hash of its path>
+  assert entry.startswith("src_") and any(
+    n.endswith(".nbi") for n in os.listdir(f"{where}/{entry}")
+  )

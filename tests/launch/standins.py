@@ -10,7 +10,9 @@ tool's job that the launch scripts depend on:
   (HOME, PATH and what the test says the pod runtime provides), not the caller's, as ssh would.
   There is one fake worker, so `--worker=all` runs the command once.
 - python3 (worker): `-m pip install --user uv==V` writes the uv stand-in into the user base;
-  everything else runs the real interpreter.
+  `-m venv [--clear] PATH` makes a real venv (this machine's Python) holding the pip stand-in;
+  everything else runs the real interpreter, which says it is `image_version` (e.g. "3.10", the
+  TPU VM image's) when the test gives one.
 - uv: `--version`; `venv --python 3.11 [--seed] [--clear] PATH` makes a real venv with this
   machine's Python 3.11 (refusing other versions, as uv would without a download for them) and,
   with --seed, puts the pip stand-in in it.
@@ -138,7 +140,20 @@ def _gcloud(config: str) -> int:
 def _python3(config: str) -> int:
   cfg = json.loads(config)
   argv = sys.argv[1:]
+  if argv[:2] == ["-m", "venv"]:
+    _log(cfg["log_dir"], "python3")
+    opts, pos = _options(argv[2:], set())
+    if cfg.get("image_version"):
+      print("python3 stand-in: the image's python3 is too old for this call", file=sys.stderr)
+      return 1
+    (path,) = pos
+    _make_venv(cfg["real_python"], path, "--clear" in opts, cfg, cfg.get("pip_mode", ""))
+    return 0
   if argv[:2] != ["-m", "pip"]:
+    if cfg.get("image_version") and argv[:1] == ["-c"]:
+      major, minor = (int(x) for x in cfg["image_version"].split("."))
+      fake = f"import sys; sys.version_info = ({major}, {minor}, 0, 'final', 0)\n"
+      argv = ["-c", fake + argv[1], *argv[2:]]
     os.execv(cfg["real_python"], [cfg["real_python"], *argv])
   _log(cfg["log_dir"], "python3")
   if argv[2:] == ["--version"]:
@@ -186,33 +201,38 @@ def _uv(config: str) -> int:
     print(f"error: No download found for request: cpython-{want}-linux-x86_64-gnu", file=sys.stderr)
     return 2
   (path,) = pos
-  subprocess.run(
-    [
-      cfg["real_python"],
-      "-m",
-      "venv",
-      "--without-pip",
-      *(["--clear"] if "--clear" in opts else []),
-      path,
-    ],
-    check=True,
+  _make_venv(
+    cfg["real_python"], path, "--clear" in opts, cfg if "--seed" in opts else None, cfg["pip_mode"]
   )
-  if "--seed" in opts:
-    site_dir = os.path.join(path, "lib", f"python{have}", "site-packages")
-    os.makedirs(os.path.join(site_dir, "pip"))
-    with open(os.path.join(site_dir, "pip", "__init__.py"), "w"):
-      pass
-    with open(os.path.join(site_dir, "pip", "__main__.py"), "w") as f:
-      cfg_pip = {
-        "log_dir": cfg["log_dir"],
-        "link_site_packages": cfg["link_site_packages"],
-        "mode": cfg["pip_mode"],
-      }
-      f.write(
-        f"import sys\nsys.path.insert(0, {HERE!r})\nimport standins\n"
-        f"sys.exit(standins.pip_main({json.dumps(cfg_pip)!r}))\n"
-      )
   return 0
+
+
+def _make_venv(real_python, path, clear, cfg, pip_mode) -> None:
+  """A real venv of `real_python` at `path`; with `cfg`, the pip stand-in inside it."""
+  cmd = [real_python, "-m", "venv", "--without-pip", *(["--clear"] if clear else []), path]
+  subprocess.run(cmd, check=True)
+  if cfg is None:
+    return
+  have = subprocess.run(
+    [real_python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+    capture_output=True,
+    text=True,
+    check=True,
+  ).stdout.strip()
+  site_dir = os.path.join(path, "lib", f"python{have}", "site-packages")
+  os.makedirs(os.path.join(site_dir, "pip"))
+  with open(os.path.join(site_dir, "pip", "__init__.py"), "w"):
+    pass
+  with open(os.path.join(site_dir, "pip", "__main__.py"), "w") as f:
+    cfg_pip = {
+      "log_dir": cfg["log_dir"],
+      "link_site_packages": cfg["link_site_packages"],
+      "mode": pip_mode,
+    }
+    f.write(
+      f"import sys\nsys.path.insert(0, {HERE!r})\nimport standins\n"
+      f"sys.exit(standins.pip_main({json.dumps(cfg_pip)!r}))\n"
+    )
 
 
 def pip_main(config: str) -> int:

@@ -202,7 +202,7 @@ def test_missing_environment_is_reported_before_any_step(tmp_path):
   _submit(env, tmp_path, "configs/occlusion.py:tiny", str(tmp_path / "work"))
   assert standins.batch_rc(job_dir, timeout=60) == 2
   text = (tmp_path / f"slurm-{job}.out").read_text()
-  assert f"{tmp_path}/no_venv/bin/python is not a Python 3.11 environment" in text
+  assert f"{tmp_path}/no_venv/bin/python is not a Python >= 3.11 environment" in text
   assert _argvs(log, "srun") == []
 
 

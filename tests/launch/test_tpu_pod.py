@@ -41,7 +41,7 @@ UV_VERSION = _pinned("launch/tpu_worker.sh", r"^UV_VERSION=(\S+)$")
 NUMPY = _pinned("constraints.txt", r"^numpy==(\S+)$")
 
 
-def _pod(tmp_path, uv_mode="", pip_mode=""):
+def _pod(tmp_path, uv_mode="", pip_mode="", image_version="3.10"):
   """Stand-in gcloud on PATH; one fake worker (home, PATH with a stand-in python3, runtime env)."""
   log, home = str(tmp_path / "log"), tmp_path / "worker0"
   home.mkdir()
@@ -76,6 +76,7 @@ def _pod(tmp_path, uv_mode="", pip_mode=""):
     link_site_packages=sysconfig.get_paths()["purelib"],
     uv_mode=uv_mode,
     pip_mode=pip_mode,
+    image_version=image_version,  # tpu-ubuntu2204-base's python3; "" = this machine's
   )
   env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
   return env, log, home
@@ -123,7 +124,8 @@ def test_worker_gets_python_311_installed_with_constraints_and_trains(tmp_path):
   assert (src / "launch" / "tpu_worker.sh").is_file() and (src / "constraints.txt").is_file()
   assert not (src / ".git").exists() and not (src / ".venv").exists()
 
-  # 1. uv, pinned, from PyPI with the image's python3 (once: the second setup finds it).
+  # 1. uv, pinned, from PyPI with the image's python3 (3.10, too old to make the environment
+  # itself; once: the second setup finds the environment).
   assert [c["argv"] for c in standins.calls(log, "python3")] == [
     ["-m", "pip", "--version"],
     ["-m", "pip", "install", "--user", "-q", f"uv=={UV_VERSION}"],
@@ -143,7 +145,7 @@ def test_worker_gets_python_311_installed_with_constraints_and_trains(tmp_path):
   # 3. pip with the constraints, exactly as scripts/demo.sh, from the checkout, on both setups.
   pips = standins.calls(log, "pip")
   assert [c["argv"] for c in pips] == [
-    ["install", "-q", "-c", "constraints.txt", "-e", ".[tpu]"]
+    ["install", "-q", "-c", "constraints.txt", "-e", ".[tpu,tf-cpu]"]
   ] * 2
   assert all(c["cwd"] == str(src) and c["prefix"] == str(venv) for c in pips)
   # 4. and the checks passed, on each setup.
@@ -156,6 +158,30 @@ def test_worker_gets_python_311_installed_with_constraints_and_trains(tmp_path):
   assert sorted(os.listdir(bucket / "workdir" / "checkpoints")) == ["2"]
   assert os.listdir(bucket / "tensorflow_datasets")  # the TFDS build went to the bucket
   assert "finished at step 2" in out.stdout
+
+
+def test_worker_setup_uses_the_image_python_when_it_is_new_enough(tmp_path):
+  _, log, home = _pod(tmp_path, image_version="")  # python3 is this machine's (>= 3.11)
+  os.symlink(ROOT, home / "relations")  # the unpacked checkout
+  worker_env = {"HOME": str(home), "PATH": f"{tmp_path / 'worker_bin'}:/usr/bin:/bin"}
+  out = subprocess.run(
+    ["bash", str(home / "relations" / "launch" / "tpu_worker.sh"), "setup"],
+    env=worker_env,
+    capture_output=True,
+    text=True,
+    timeout=300,
+    check=False,
+  )
+  assert out.returncode == 0, out.stderr[-3000:]
+  venv = home / ".venvs" / "relations"
+  assert [c["argv"] for c in standins.calls(log, "python3")] == [
+    ["-m", "venv", "--clear", str(venv)]
+  ]
+  assert standins.calls(log, "uv") == []  # nothing downloaded or built
+  assert [c["argv"] for c in standins.calls(log, "pip")] == [
+    ["install", "-q", "-c", "constraints.txt", "-e", ".[tpu,tf-cpu]"]
+  ]
+  assert f"Python {sys.version.split()[0]} at {venv}" in out.stdout
 
 
 @pytest.mark.parametrize(
