@@ -307,7 +307,7 @@ def _tex_escape(s: str) -> str:
 
 def to_tex(t: dict) -> str:
   n_lab = len(t["header"]) - len(t["lines"][0]["values"] if t["lines"] else [])
-  cols = "l" * n_lab + "r" * (len(t["header"]) - n_lab) + "rl"
+  cols = "l" * n_lab + "r" * (len(t["header"]) - n_lab) + "rrl"  # + steps, wall, status
   out = [
     f"% {_tex_escape(t['title'])}",
     r"\begin{tabular}{" + cols + "}",

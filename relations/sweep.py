@@ -214,6 +214,40 @@ class _Stop:
       self.child.send_signal(signal.SIGTERM)
 
 
+def _alive(pid) -> bool:
+  """Whether another live process (a second sweep on the same workdir) runs the row."""
+  if not isinstance(pid, int) or pid == os.getpid():
+    return False
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    return True
+  return True
+
+
+def select_rows(rows: list[dict], spec: str) -> list[dict]:
+  """`--rows 0-7,12`: the rows with those indices, in order."""
+  if not spec:
+    return rows
+  want = set()
+  try:
+    for part in spec.split(","):
+      lo, _, hi = part.strip().partition("-")
+      want.update(range(int(lo), int(hi or lo) + 1))
+  except ValueError:
+    raise cli_errors.InputError(
+      f"expected indices such as 0-7,12, got {spec!r}", field="--rows"
+    ) from None
+  bad = sorted(i for i in want if not 0 <= i < len(rows))
+  if bad:
+    raise cli_errors.InputError(
+      f"no row {bad[0]}: the hyper has rows 0-{len(rows) - 1}", field="--rows"
+    )
+  return [r for r in rows if r["index"] in want]
+
+
 def train_command(r: dict) -> list[str]:
   return [
     sys.executable,
@@ -240,6 +274,9 @@ def run_local(rows: list[dict], retry_failed: bool = False, out=sys.stdout) -> i
         continue
       if stop.signum is not None:
         break
+      if st.get("status") == "running" and _alive(st.get("pid")):
+        print(f"[sweep] {r['name']}: running in process {st['pid']}, skipped", file=out, flush=True)
+        continue
       log = os.path.join(d, "train.log")
       resumed = st.get("status") in ("running", "interrupted", "failed")
       print(
@@ -341,8 +378,8 @@ def run_slurm(rows, workdir, hyper, dry_run: bool, out=sys.stdout) -> int:
     return res.returncode
   m = re.search(r"Submitted batch job (\d+)", res.stdout)
   job = m.group(1) if m else "?"
-  for r in rows:
-    log = os.path.join(os.path.abspath(workdir), f"slurm-{job}_{r['index']}.out")
+  for k, r in enumerate(rows):  # array index k runs rows[k]
+    log = os.path.join(os.path.abspath(workdir), f"slurm-{job}_{k}.out")
     _set_status(r["workdir"], status="submitted", job=job, log=log)
   print(f"[sweep] submitted array job {job} ({len(rows)} tasks): {path}", file=out, flush=True)
   return 0
@@ -411,6 +448,11 @@ def build_parser():
   p.add_argument("--launcher", choices=("local", "slurm", "tpu"), default="local")
   p.add_argument("--dry-run", action="store_true", help="print what would be run or submitted")
   p.add_argument("--retry-failed", action="store_true", help="run failed rows again")
+  p.add_argument(
+    "--rows",
+    default="",
+    help="only these row indices, e.g. 0-7,12 (two local sweeps on one workdir share the rows)",
+  )
   p.add_argument("--tpu-name", default="", help="tpu: TPU VM name")
   p.add_argument("--tpu-zone", default="", help="tpu: zone, e.g. us-central2-b")
   p.add_argument("--tpu-type", default="", help="tpu: accelerator type, e.g. v4-32")
@@ -429,12 +471,14 @@ def main(argv=None) -> int:
   cli_errors.check_output_dir(args.workdir)
   workdir = os.path.abspath(args.workdir)
   rows = plan(args.config, args.hyper, workdir, overrides)
+  selected = select_rows(rows, args.rows)
+  if not args.dry_run:
+    write_plan(rows, args.config, args.hyper, workdir, overrides, args.launcher)
+  rows = selected
   if args.dry_run and args.launcher == "local":
     for r in rows:
       print(shlex.join(train_command(r)))
     return 0
-  if not args.dry_run:
-    write_plan(rows, args.config, args.hyper, workdir, overrides, args.launcher)
   if args.launcher == "local":
     return run_local(rows, args.retry_failed)
   if args.launcher == "slurm":
