@@ -214,6 +214,14 @@ class _Stop:
       self.child.send_signal(signal.SIGTERM)
 
 
+def _read_summary(row_dir: str) -> dict:
+  try:
+    with open(os.path.join(row_dir, "train_summary.json")) as f:
+      return json.load(f)
+  except (OSError, ValueError):
+    return {}
+
+
 def _alive(pid) -> bool:
   """Whether another live process (a second sweep on the same workdir) runs the row."""
   if not isinstance(pid, int) or pid == os.getpid():
@@ -274,6 +282,13 @@ def run_local(rows: list[dict], retry_failed: bool = False, out=sys.stdout) -> i
         continue
       if stop.signum is not None:
         break
+      summary = _read_summary(d)
+      if summary and int(summary.get("final_step", -1)) >= int(r["_config"].total_steps):
+        # Stopped after its last step (and its final evaluation, which runs before the stop):
+        # a rerun would restore the last checkpoint and end without evaluating again.
+        _set_status(d, status="done", returncode=0)
+        print(f"[sweep] {r['name']}: finished earlier, skipped", file=out, flush=True)
+        continue
       if st.get("status") == "running" and _alive(st.get("pid")):
         print(f"[sweep] {r['name']}: running in process {st['pid']}, skipped", file=out, flush=True)
         continue
