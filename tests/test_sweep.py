@@ -5,6 +5,7 @@ row), the SLURM array job through launch/slurm_gpu.sbatch under the sbatch stand
 The rows train the toy task of tests/toy_task.py for one step (tests/sweep_configs/toy.py).
 """
 
+import io
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ import time
 
 import pytest
 
+from relations import cli_errors
 from relations import report
 from relations import sweep
 from relations.train import config_util
@@ -106,10 +108,24 @@ def test_interrupted_local_sweep_resumes_where_it_stopped_and_a_failed_row_is_ke
   ]
   assert t["lines"][1]["steps"] == 1 and t["lines"][1]["wall_s"] == st["wall_s"]
 
-  p = _sweep(*args, "--retry-failed")  # runs the failed row again (it fails again)
-  out, _ = p.communicate(timeout=240)
-  assert p.returncode == 1 and "00_heads-3: starting" not in out and "00_heads-3: resuming" in out
-  assert _commands_in_log(bad) == 2 and _commands_in_log(ok) == 2
+
+def test_a_row_that_reached_its_last_step_is_done_and_rows_can_be_split(tmp_path):
+  # A row stopped after its final step (and final evaluation) is not run again: a rerun would
+  # restore that checkpoint and end without evaluating. No process is started here.
+  w = str(tmp_path / "w")
+  rows = sweep.plan(TOY, "pair", w, [])
+  sweep.write_plan(rows, TOY, "pair", w, [], "local")
+  for r in rows:
+    with open(os.path.join(r["workdir"], "train_summary.json"), "w") as f:
+      json.dump({"final_step": 1, "preempted": True}, f)
+  lines = io.StringIO()
+  assert sweep.run_local(rows, out=lines) == 0
+  assert lines.getvalue().count("finished earlier, skipped") == 2
+  assert [_status(r["workdir"]) for r in rows] == ["done", "done"]
+  assert [r["index"] for r in sweep.select_rows(rows, "1")] == [1]
+  assert sweep.select_rows(rows, "") == rows
+  with pytest.raises(cli_errors.InputError, match=r"--rows: no row 2: the hyper has rows 0-1"):
+    sweep.select_rows(rows, "0-2")
 
 
 def _fake_venv(tmp_path):
