@@ -158,7 +158,11 @@ def load_sweep(workdir: str) -> dict:
 def row_state(r: dict) -> str:
   """done | failed (exit N; log PATH) | missing [(running|interrupted|submitted ...)]."""
   st = r["status"]
-  if r["summary"] is not None and st.get("status") not in ("running", "failed"):
+  summary, total = r["summary"], r["config"].get("total_steps")
+  finished = summary is not None and (
+    total is None or int(summary.get("final_step", -1)) >= int(total)
+  )  # a preempted run also writes a summary, without the final evaluation
+  if finished and st.get("status") not in ("running", "failed"):
     return "done"
   if st.get("status") == "failed":
     return f"failed (exit {st.get('returncode', '?')}; log {st.get('log', '?')})"

@@ -35,7 +35,7 @@ def workdir(tmp_path):
       str(d / "row.json"),
       {"index": i, "row": row, "labels": {"Modalities": mod, "Text Given": given}},
     )
-    io_util.write_json_atomic(str(d / "config.json"), {"task": "commonsense"})
+    io_util.write_json_atomic(str(d / "config.json"), {"task": "commonsense", "total_steps": 150})
   done, failed = w / names[0], w / names[1]
   io_util.write_json_atomic(
     str(done / "train_summary.json"),
@@ -68,6 +68,15 @@ def test_report_marks_failed_and_missing_rows_in_the_papers_layout(workdir):
   log = os.path.join(workdir, "01_row1", "train.log")
   assert bad["status"] == f"failed (exit 1; log {log})" and bad["values"] == [None] * 6
   assert missing["status"] == "missing (not run)" and missing["labels"] == ["Image + PG", "No"]
+  # A run stopped before its last step writes a summary too, without the final evaluation.
+  part = os.path.join(workdir, "02_row2")
+  io_util.write_json_atomic(os.path.join(part, "train_summary.json"), {"final_step": 40})
+  io_util.write_json_atomic(
+    os.path.join(part, "status.json"), {"status": "interrupted", "log": "L"}
+  )
+  assert report.table(workdir)["lines"][2]["status"] == "missing (interrupted; log L)"
+  os.remove(os.path.join(part, "train_summary.json"))
+  os.remove(os.path.join(part, "status.json"))
 
   md = report.to_markdown(t)
   assert (
