@@ -25,7 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOY = "tests/sweep_configs/toy.py"
 
 
-def _sweep(*args, **kw):
+def _sweep(*args):
+  """The sweep CLI in its own process group (so that a test can kill it with its rows)."""
   return subprocess.Popen(
     [sys.executable, "-m", "relations.sweep", *args],
     cwd=ROOT,
@@ -33,8 +34,19 @@ def _sweep(*args, **kw):
     stdout=subprocess.PIPE,
     stderr=subprocess.STDOUT,
     text=True,
-    **kw,
+    start_new_session=True,
   )
+
+
+def _finish(p, timeout=900):
+  """(exit status, output); on a timeout the sweep and its rows are killed, not left behind."""
+  try:
+    out, _ = p.communicate(timeout=timeout)
+  except subprocess.TimeoutExpired:
+    os.killpg(p.pid, signal.SIGKILL)
+    p.communicate()
+    raise
+  return p.returncode, out
 
 
 def _status(row_dir):
@@ -53,17 +65,17 @@ def test_row_dirnames_are_ordered_and_path_safe():
 
 
 def test_unknown_hyper_lists_the_available_ones(tmp_path):
-  p = _sweep("--config", TOY, "--hyper", "nope", "--workdir", str(tmp_path / "w"))
-  out, _ = p.communicate(timeout=60)
-  assert p.returncode == 2
+  rc, out = _finish(_sweep("--config", TOY, "--hyper", "nope", "--workdir", str(tmp_path / "w")))
+  assert rc == 2
   assert f"error: {TOY}: --hyper: Unknown hyper 'nope'; available: pair, fail_then_ok" in out
   assert not (tmp_path / "w").exists()  # nothing written before the rows are checked
 
 
 def test_a_row_whose_config_does_not_load_is_named_before_anything_runs(tmp_path):
-  p = _sweep("--config", TOY, "--hyper", "pair", "--workdir", str(tmp_path / "w"), "--config.sed=1")
-  out, _ = p.communicate(timeout=60)
-  assert p.returncode == 2 and "hyper 'pair' row 0 ('lr=0.003')" in out
+  rc, out = _finish(
+    _sweep("--config", TOY, "--hyper", "pair", "--workdir", str(tmp_path / "w"), "--config.sed=1")
+  )
+  assert rc == 2 and "hyper 'pair' row 0 ('lr=0.003')" in out
   assert "Unknown config field 'sed'" in out and not (tmp_path / "w").exists()
 
 
@@ -71,8 +83,8 @@ def test_interrupted_local_sweep_resumes_where_it_stopped_and_a_failed_row_is_ke
   w = str(tmp_path / "w")
   args = ("--config", TOY, "--hyper", "fail_then_ok", "--workdir", w, "--config.log_every=1")
   bad, ok = (os.path.join(w, n) for n in ("00_heads-3", "01_lr-0.001"))
-  p = _sweep(*args, start_new_session=True)
-  deadline = time.time() + 240
+  p = _sweep(*args)
+  deadline = time.time() + 900
   while _status(ok) != "running":  # row 0 has failed, row 1 has started: kill the whole sweep
     assert p.poll() is None and time.time() < deadline, p.stdout.read()
     time.sleep(0.05)
@@ -82,9 +94,8 @@ def test_interrupted_local_sweep_resumes_where_it_stopped_and_a_failed_row_is_ke
   assert _status(bad) == "failed" and _status(ok) == "running"
   assert not os.path.exists(os.path.join(ok, "train_summary.json"))
 
-  p = _sweep(*args)
-  out, _ = p.communicate(timeout=240)
-  assert p.returncode == 1, out  # a row failed; the sweep went on and finished the other
+  rc, out = _finish(_sweep(*args))
+  assert rc == 1, out  # a row failed; the sweep went on and finished the other
   assert "00_heads-3: failed earlier, skipped" in out
   assert "01_lr-0.001: resuming" in out and "01_lr-0.001: done" in out
   assert _commands_in_log(bad) == 1  # not run again
