@@ -15,7 +15,8 @@ Tiny (synthetic demo): `relations.commonsense.task.run_demo(workdir)`.
 Arg keys (`configs/commonsense.py:variant=small,inputs=image_event_place,pg=true`):
   variant     tiny | small (GPT-2 124M) | medium | large; the first bare
               word also sets it (`:small`).
-  inputs      Table 2 modality: place | event | event_place | image |
+  inputs      Table 2 modality: none (the "No Input" row: no image slots, event
+              and place eos padding) | place | event | event_place | image |
               image_place | image_event | image_event_place (default).
   pg          person grounding (`<|detN|>` added to the person slots).
   ep          EP loss (also predict the event and place spans).
@@ -25,7 +26,8 @@ Arg keys (`configs/commonsense.py:variant=small,inputs=image_event_place,pg=true
               RoI-Align over its patch grid).
   faithful    official attention (no mask over padding) instead of ours.
 
-`get_hyper()` lists the Table 2 rows as arg strings.
+`get_hyper("table2")` lists the 16 Table 2 rows as arg strings (`relations.sweep` runs them,
+`relations.report` tabulates them in the paper's layout).
 """
 
 import common  # configs/common.py
@@ -34,6 +36,7 @@ import ml_collections
 from relations.train import config_util
 
 INPUTS = (
+  "none",
   "place",
   "event",
   "event_place",
@@ -43,25 +46,56 @@ INPUTS = (
   "image_event_place",
 )
 
-# The rows of the paper's Table 2 (modality, PG, EP loss, text given at test).
+# The 16 model rows of the paper's Table 2 in its order: (Modalities, Text Given, config arg).
+# "Text Given: No" rows train like their "Yes" twin and withhold event and place at test time
+# (`text_given=false`); rows without text inputs see none at either time.
 TABLE2 = (
-  "inputs=place,pg=false",
-  "inputs=event,pg=false",
-  "inputs=event_place,pg=false",
-  "inputs=image_place,pg=false",
-  "inputs=image_event,pg=false",
-  "inputs=image_event_place,pg=false",
-  "inputs=image_event_place,pg=true",
-  "inputs=image_event_place,pg=true,ep=true",
-  "inputs=image,pg=true",
-  "inputs=image_event_place,pg=true,text_given=false",
-  "inputs=image_event_place,pg=true,ep=true,text_given=false",
+  ("Place", "Yes", "inputs=place,pg=false"),
+  ("Event", "Yes", "inputs=event,pg=false"),
+  ("Event + Place", "Yes", "inputs=event_place,pg=false"),
+  ("Image + Place", "Yes", "inputs=image_place,pg=false"),
+  ("Image + Event", "Yes", "inputs=image_event,pg=false"),
+  ("Image + Event + Place", "Yes", "inputs=image_event_place,pg=false"),
+  ("Image + Event + Place + EP Loss", "Yes", "inputs=image_event_place,pg=false,ep=true"),
+  ("Image + Event + Place + PG", "Yes", "inputs=image_event_place,pg=true"),
+  ("Image + Event + Place + PG + EP Loss", "Yes", "inputs=image_event_place,pg=true,ep=true"),
+  ("No Input", "No", "inputs=none,pg=false"),
+  ("Image", "No", "inputs=image,pg=false"),
+  ("Image + PG", "No", "inputs=image,pg=true"),
+  ("Image + Event + Place", "No", "inputs=image_event_place,pg=false,text_given=false"),
+  (
+    "Image + Event + Place + EP Loss",
+    "No",
+    "inputs=image_event_place,pg=false,ep=true,text_given=false",
+  ),
+  ("Image + Event + Place + PG", "No", "inputs=image_event_place,pg=true,text_given=false"),
+  (
+    "Image + Event + Place + PG + EP Loss",
+    "No",
+    "inputs=image_event_place,pg=true,ep=true,text_given=false",
+  ),
 )
+HYPERS = {"table2": TABLE2}
 
 
-def get_hyper(variant="tiny"):
-  """Arg strings of the Table 2 ablation rows for `variant`."""
-  return [f"variant={variant},{row}" for row in TABLE2]
+def get_hyper(arg=None):
+  """Arg strings of ablation `arg` (default "table2": the 16 model rows of Table 2, in order).
+
+  Rows carry no variant: `python -m relations.sweep --config configs/commonsense.py:tiny
+  --hyper table2` prepends the config's own arg, so tiny and paper sweeps are the same list.
+  """
+  name = arg or "table2"
+  if name not in HYPERS:
+    raise ValueError(f"Unknown hyper {name!r}; available: {', '.join(HYPERS)}")
+  return [row for _, _, row in HYPERS[name]]
+
+
+def describe_row(row):
+  """The paper's label columns of a `get_hyper` row: {"Modalities": ..., "Text Given": ...}."""
+  for modalities, text_given, arg in TABLE2:
+    if arg == row:
+      return {"Modalities": modalities, "Text Given": text_given}
+  return {}
 
 
 def get_config(arg=None):
@@ -94,7 +128,7 @@ def get_config(arg=None):
     train_split="train",
     image_size=224,  # ViT input (visual=vit)
   )
-  parts = arg.inputs.split("_")
+  parts = arg.inputs.split("_")  # "none" sets no part
   c.inputs = dict(image="image" in parts, event="event" in parts, place="place" in parts)
   # The official layout.
   c.layout = dict(num_max_boxes=15, max_event=39, max_place=22, max_inference=23, max_seq_len=128)

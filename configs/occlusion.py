@@ -41,6 +41,44 @@ from relations.nn import vit_import
 from relations.train import config_util
 
 
+# Ablation rows (`python -m relations.sweep --config configs/occlusion.py:tiny --hyper ablations`):
+# (label, config arg). "ablations" changes one component of the full model per row and runs on
+# the tiny variant; "backbones" needs each backbone's checkpoint (--config.model.init_from).
+HYPERS = {
+  "ablations": (
+    ("ViT + orientation head + high-res branch (attention loss)", ""),
+    ("no high-res branch", "hires=false"),
+    ("no orientation head (boundaries only)", "orient=false"),
+    ("HED loss (class-balanced BCE)", "loss=hed"),
+    ("orientation loss smooth L1", "orient_loss=smooth_l1"),
+    ("offline 16x geometric augmentation", "offline_16x=true"),
+  ),
+  "backbones": (
+    ("AugReg ViT-B/16 (i21k)", "backbone=augreg_b16"),
+    ("DINOv2 ViT-B/14", "backbone=dinov2_b14"),
+    ("CLIP ViT-B/16", "backbone=clip_b16"),
+    ("ViT-B/16, random init", "variant=B/16,backbone=none"),
+  ),
+}
+
+
+def get_hyper(arg=None):
+  """Arg strings of ablation `arg` (default "ablations"; see HYPERS)."""
+  name = arg or "ablations"
+  if name not in HYPERS:
+    raise ValueError(f"Unknown hyper {name!r}; available: {', '.join(HYPERS)}")
+  return [row for _, row in HYPERS[name]]
+
+
+def describe_row(row):
+  """The label column of a `get_hyper` row: {"Model": ...}."""
+  for rows in HYPERS.values():
+    for label, arg in rows:
+      if arg == row:
+        return {"Model": label}
+  return {}
+
+
 def get_config(arg=None):
   arg = config_util.parse_arg(
     arg,

@@ -43,6 +43,44 @@ from relations.nn import vit_import
 from relations.train import config_util
 
 
+# Ablation rows (`python -m relations.sweep --config configs/video_relations.py:tiny --hyper
+# ablations`): (label, config arg). The association threshold is a vIoU, so 1.01 never chains
+# two segments: association off. "backbones" needs each checkpoint (--config.model.init_from).
+HYPERS = {
+  "ablations": (
+    ("GT tracks", "tracks=groundtruth"),
+    ("detected tracks", "tracks=detected"),
+    ("segments 15/7", "seg_len=15,seg_stride=7"),
+    ("segments 60/30", "seg_len=60,seg_stride=30"),
+    ("association off", "assoc=1.01"),
+    ("no motion features", "motion=false"),
+  ),
+  "backbones": (
+    ("AugReg ViT-B/16 (i21k)", "backbone=augreg_b16"),
+    ("DINOv2 ViT-B/14", "backbone=dinov2_b14"),
+    ("CLIP ViT-B/16", "backbone=clip_b16"),
+    ("ViT-B/16, random init", "backbone=none"),
+  ),
+}
+
+
+def get_hyper(arg=None):
+  """Arg strings of ablation `arg` (default "ablations"; see HYPERS)."""
+  name = arg or "ablations"
+  if name not in HYPERS:
+    raise ValueError(f"Unknown hyper {name!r}; available: {', '.join(HYPERS)}")
+  return [row for _, row in HYPERS[name]]
+
+
+def describe_row(row):
+  """The label column of a `get_hyper` row: {"Setting": ...}."""
+  for rows in HYPERS.values():
+    for label, arg in rows:
+      if arg == row:
+        return {"Setting": label}
+  return {}
+
+
 def get_config(arg=None):
   arg = config_util.parse_arg(
     arg,

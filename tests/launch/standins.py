@@ -22,7 +22,9 @@ tool's job that the launch scripts depend on:
   constraints (the test runner's own). No download, no resolution.
 - sbatch: copies the script to a spool directory (SLURM runs a copy, not the submitted file),
   honours --output/--open-mode from its #SBATCH lines, and starts it in the background with the
-  submitting environment plus SLURM_JOB_ID, SLURM_SUBMIT_DIR, SLURM_RESTART_COUNT.
+  submitting environment plus SLURM_JOB_ID, SLURM_SUBMIT_DIR, SLURM_RESTART_COUNT. An --array
+  job becomes one job per index (SLURM_ARRAY_JOB_ID, SLURM_ARRAY_TASK_ID; %A/%a in --output),
+  run one after another.
 - srun: runs the command as one task here (cwd from --chdir, SLURM_* step variables set so that
   jax.distributed's SLURM detection works), records the task's pid, returns its exit code (128 +
   signal if killed). Like real srun (src/srun/signals.c), a SIGTERM/SIGHUP/SIGQUIT sent to srun
@@ -301,6 +303,8 @@ def _sbatch(config: str) -> int:
     k, _, v = a.partition("=")
     directives[k] = v
   job_id = cfg["job_id"]
+  if "--array" in directives:
+    return _sbatch_array(cfg, script, args, directives)
   job_dir = _job_dir(state, job_id)
   os.makedirs(job_dir)
   spool = os.path.join(job_dir, "slurm_script")
@@ -321,6 +325,56 @@ def _sbatch(config: str) -> int:
   with open(os.path.join(job_dir, "job.json"), "w") as f:
     json.dump(job, f)
   _spawn_batch(job_dir)
+  print(f"Submitted batch job {job_id}")
+  return 0
+
+
+def _array_indices(spec: str) -> list[int]:
+  """`0-3`, `0,2,5-6`, with an optional `%N` throttle (ignored: tasks run one after another)."""
+  out = []
+  for part in spec.split("%", 1)[0].split(","):
+    lo, _, hi = part.partition("-")
+    out += list(range(int(lo), int(hi or lo) + 1))
+  return out
+
+
+def _sbatch_array(cfg, script, args, directives) -> int:
+  """An array job: task k (index i) is job `job_id + k` with SLURM_ARRAY_JOB_ID=job_id and
+  SLURM_ARRAY_TASK_ID=i, as SLURM numbers them; its output name expands %A, %a and %j. The tasks
+  run one after another in one background runner."""
+  job_id = cfg["job_id"]
+  dirs = []
+  for k, index in enumerate(_array_indices(directives["--array"])):
+    task_id = job_id + k
+    job_dir = _job_dir(cfg["state_dir"], task_id)
+    os.makedirs(job_dir)
+    spool = os.path.join(job_dir, "slurm_script")
+    shutil.copyfile(script, spool)
+    os.chmod(spool, 0o755)
+    out = directives.get("--output", "slurm-%A_%a.out")
+    out = out.replace("%A", str(job_id)).replace("%a", str(index)).replace("%j", str(task_id))
+    env = dict(os.environ, SLURM_ARRAY_JOB_ID=str(job_id), SLURM_ARRAY_TASK_ID=str(index))
+    job = {
+      "job_id": task_id,
+      "script": spool,
+      "args": args,
+      "submit_dir": os.getcwd(),
+      "output": os.path.join(os.getcwd(), out),
+      "append": directives.get("--open-mode") == "append",
+      "restart_count": 0,
+      "directives": directives,
+      "env": env,
+    }
+    with open(os.path.join(job_dir, "job.json"), "w") as f:
+      json.dump(job, f)
+    dirs.append(job_dir)
+  subprocess.Popen(
+    [sys.executable, "-S", os.path.abspath(__file__), "run-array", *dirs],
+    start_new_session=True,
+    stdin=subprocess.DEVNULL,
+    stdout=subprocess.DEVNULL,
+    stderr=subprocess.DEVNULL,
+  )
   print(f"Submitted batch job {job_id}")
   return 0
 
@@ -519,3 +573,6 @@ MAIN = {
 
 if __name__ == "__main__" and sys.argv[1:2] == ["run-batch"]:
   _run_batch(sys.argv[2])
+if __name__ == "__main__" and sys.argv[1:2] == ["run-array"]:
+  for _dir in sys.argv[2:]:
+    _run_batch(_dir)
