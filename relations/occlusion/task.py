@@ -23,6 +23,7 @@ import numpy as np
 from relations.occlusion.data import preprocess as occlusion_pp
 from relations.occlusion import losses
 from relations.occlusion import model as occlusion_vit
+from relations.train import precision
 
 
 # ---------------------------------------------------------------- data
@@ -111,6 +112,8 @@ def make_model(config):
     hires=m.hires,
     hires_channels=m.hires_channels,
     orientation=m.orientation,
+    dtype=precision.compute_dtype(config),
+    remat=precision.remat(config),
   )
 
 

@@ -182,6 +182,10 @@ TRAINER_DEFAULTS = {
   "progress_every_seconds": 10.0,  # wall-clock interval of the `[train] step ...` lines
   "check_finite_every": 1,
   "preemption_sync_every": 10,  # multi-process runs agree on SIGTERM this often
+  # Mixed precision (relations/train/precision.py): auto = bfloat16 compute on accelerators,
+  # float32 on CPU; parameters and optimizer state are float32 either way.
+  "compute_dtype": "auto",
+  "remat": False,  # recompute each transformer block (ViT, GPT-2) in the backward pass
 }
 
 
@@ -252,6 +256,11 @@ def check_config(config: ml_collections.ConfigDict) -> None:
       raise ValueError(
         f"config field 'evals.{name}.every_steps': expected an integer >= 0, got {every!r}"
       )
+  dtype = _get(config, "compute_dtype")
+  if dtype is not None and dtype not in ("auto", "bfloat16", "float32", "float16"):
+    raise ValueError(
+      f"config field 'compute_dtype': expected auto, bfloat16, float32 or float16, got {dtype!r}"
+    )
   bs, accum = _get(config, "input.batch_size"), _get(config, "grad_accum_steps")
   if isinstance(bs, int) and isinstance(accum, int) and accum > 0 and bs % accum:
     raise ValueError(
