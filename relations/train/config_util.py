@@ -180,7 +180,7 @@ TRAINER_DEFAULTS = {
   "async_checkpoints": True,
   "log_every": 10,
   "progress_every_seconds": 10.0,  # wall-clock interval of the `[train] step ...` lines
-  "check_finite_every": 1,
+  "check_finite_every": 0,  # 0 = at log steps (and checkpoint steps): no per-step host sync
   "preemption_sync_every": 10,  # multi-process runs agree on SIGTERM this often
   # Mixed precision (relations/train/precision.py): auto = bfloat16 compute on accelerators,
   # float32 on CPU; parameters and optimizer state are float32 either way.
@@ -197,7 +197,6 @@ _POSITIVE_INTS = (
   "checkpoint_every",
   "keep_checkpoints",
   "log_every",
-  "check_finite_every",
   "preemption_sync_every",
 )
 _NON_NEGATIVE = (
@@ -207,6 +206,7 @@ _NON_NEGATIVE = (
   "optax.clip_norm",
   "fsdp_min_size",
   "progress_every_seconds",
+  "check_finite_every",
 )
 
 

@@ -33,6 +33,7 @@ from relations.train import checkpoint as ckpt_lib
 from relations.train import config_util
 from relations.train import input_pipeline
 from relations.train import optim
+from relations.train import prefetch
 from relations.train import sharding
 
 
@@ -387,7 +388,8 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
   progress_line = _ProgressLine(
     total_steps, float(_setting(config, "progress_every_seconds")), enabled=is_lead
   )
-  check_every = int(_setting(config, "check_finite_every"))
+  # 0 (default): at log steps, so the host fetches metrics only when it logs them.
+  check_every = int(_setting(config, "check_finite_every")) or log_every
   # Multi-process runs agree on a SIGTERM every this many steps (_Preemption).
   sync_every = max(1, int(_setting(config, "preemption_sync_every")))
   ckpt_every = int(_setting(config, "checkpoint_every"))
@@ -401,8 +403,10 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
   t0, timed_steps = None, 0
   step = start
   with _Preemption() as preemption, jax.set_mesh(mesh):
-    for step, local in stream.iterate(start, total_steps):
-      batch = input_pipeline.to_global(local, mesh)
+    # Batches go to the devices ahead of the step that uses them (prefetch.to_device); between
+    # log/check/checkpoint steps nothing waits for the devices.
+    put = lambda local: input_pipeline.to_global(local, mesh)  # noqa: E731
+    for step, batch in prefetch.to_device(stream.iterate(start, total_steps), put):
       state, metrics = step_fn(state, batch)
       done = step + 1
       if t0 is None:  # exclude compilation from the throughput figure
