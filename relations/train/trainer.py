@@ -192,7 +192,17 @@ def make_train_step(model, task, config, tx, schedule, state_sh, batch_sh, repl)
     if accum == 1:
       (loss, aux), grads = loss_and_grads(params, batch, rng)
     else:
-      micro = jax.tree.map(lambda x: x.reshape(accum, -1, *x.shape[1:]), batch)
+      # Microbatch i is rows i, i + accum, i + 2 accum, ... of the global batch: each device's
+      # contiguous shard of B/n rows holds B/(n accum) rows of every microbatch, so the split is
+      # local ([B] -> [B/accum, accum] -> [accum, B/accum], still sharded over the batch axis)
+      # and the scan runs on every device's own rows; a [accum, B/accum] reshape would put each
+      # microbatch on a subset of devices and gather it inside the loop.
+      def split(x, sh):
+        x = jnp.moveaxis(x.reshape(x.shape[0] // accum, accum, *x.shape[1:]), 1, 0)
+        spec = jax.sharding.PartitionSpec(None, *sh.spec)
+        return jax.lax.with_sharding_constraint(x, jax.sharding.NamedSharding(sh.mesh, spec))
+
+      micro = {k: split(v, batch_sh[k]) for k, v in batch.items()}
 
       def body(carry, xs):
         i, mb = xs
