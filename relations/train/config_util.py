@@ -186,6 +186,10 @@ TRAINER_DEFAULTS = {
   # float32 on CPU; parameters and optimizer state are float32 either way.
   "compute_dtype": "auto",
   "remat": False,  # recompute each transformer block (ViT, GPT-2) in the backward pass
+  # Persistent XLA compilation cache: a restart of the same config on the same devices loads its
+  # compiled steps instead of recompiling. "" = $JAX_COMPILATION_CACHE_DIR if set (the launch
+  # scripts set it), else off.
+  "compilation_cache_dir": "",
 }
 
 

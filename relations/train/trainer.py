@@ -332,6 +332,19 @@ def setup(config, devices=None):
   )
 
 
+def enable_compilation_cache(config) -> str:
+  """Turns on JAX's persistent compilation cache in `config.compilation_cache_dir` (or
+  $JAX_COMPILATION_CACHE_DIR); every compiled program is cached, however fast it compiled.
+  Returns the directory ("" = off)."""
+  path = str(_setting(config, "compilation_cache_dir") or "")
+  path = path or os.environ.get("JAX_COMPILATION_CACHE_DIR", "")
+  if path:
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+  return path
+
+
 def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> TrainResult:
   """Trains `config` in `workdir`, resuming from its latest checkpoint if there is one.
 
@@ -343,6 +356,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
   workdir = os.path.abspath(workdir)
   os.makedirs(workdir, exist_ok=True)
   jax.config.update("jax_threefry_partitionable", True)
+  enable_compilation_cache(config)
   is_lead = jax.process_index() == 0
 
   # ---------------------------------------------------------------- Set up logging
