@@ -425,6 +425,7 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
   eval_metrics: dict[str, float] = {}
   preempted = False
   t0, timed_steps = None, 0
+  last_log = None  # (step, perf_counter) at the last logged step
   step = start
   with _Preemption() as preemption, jax.set_mesh(mesh):
     # Batches go to the devices ahead of the step that uses them (prefetch.to_device); between
@@ -449,7 +450,15 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
         host = jax.device_get(metrics)
         _check_finite(host, done)
         if done % log_every == 0 or done == total_steps:
-          writer.write_scalars(done, {f"train/{k}": float(v) for k, v in host.items()})
+          scalars = {f"train/{k}": float(v) for k, v in host.items()}
+          # Throughput between consecutive log steps (the device_get above waited for the step).
+          now = time.perf_counter()
+          if last_log is not None and done > last_log[0]:
+            rate = (done - last_log[0]) / (now - last_log[1])
+            scalars["train/steps_per_sec"] = rate
+            scalars["train/examples_per_sec"] = rate * int(config.input.batch_size)
+          last_log = (done, now)
+          writer.write_scalars(done, scalars)
       for name, ev in evaluators.items():
         every = int(config.evals[name].get("every_steps", 0))
         if (every and done % every == 0) or done == total_steps:
