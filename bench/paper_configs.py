@@ -111,6 +111,10 @@ def random_batch(shapes, seed=0):
     elif jnp.issubdtype(v.dtype, jnp.integer):
       hi = 256 if v.dtype == jnp.uint8 else {"pairs": 2, "labels": 5}.get(k, 100)
       out[k] = rng.integers(0, hi, v.shape).astype(v.dtype)
+    elif k in ("boundary", "valid", "mask"):  # occlusion targets are binary maps
+      out[k] = (rng.random(v.shape) < (0.1 if k == "boundary" else 0.9)).astype(np.float32)
+    elif k == "orientation":  # radians
+      out[k] = rng.uniform(-np.pi, np.pi, v.shape).astype(np.float32)
     elif k in ("boxes", "rel_boxes"):
       lo = rng.uniform(0.0, 0.5, v.shape[:-1] + (2,))
       out[k] = np.concatenate([lo, lo + rng.uniform(0.1, 0.5, lo.shape)], -1).astype(np.float32)

@@ -18,4 +18,6 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 py="${PYTHON:-$root/.venv/bin/python}"
 [[ -x "$py" ]] || py=python3
 cd "$root"
+# Persistent XLA cache: a restart of the same config loads its compiled steps.
+export JAX_COMPILATION_CACHE_DIR="${JAX_COMPILATION_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/relations/xla}"
 exec "$py" -m relations.train --config "$config" --workdir "$workdir" "$@"

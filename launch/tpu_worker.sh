@@ -135,6 +135,8 @@ train() {
   python_ok || die "no Python >= 3.11 environment at $venv; run setup first"
   cd "$src"
   export RELATIONS_JAX_INIT=1 TFDS_DATA_DIR="$bucket/tensorflow_datasets"
+  # Persistent XLA cache: a restarted run loads its compiled steps instead of recompiling.
+  export JAX_COMPILATION_CACHE_DIR="${JAX_COMPILATION_CACHE_DIR:-$bucket/xla_cache}"
   exec "$venv/bin/python" -m relations.train --config "$config" --workdir "$bucket/workdir" \
     --config.data.data_dir="$bucket/tensorflow_datasets" "$@"
 }

@@ -32,6 +32,7 @@ from relations.commonsense import losses
 from relations.commonsense import model as vl_generator
 from relations.commonsense.text import sequence
 from relations.commonsense.text import tokenizer as tokenizer_lib
+from relations.train import precision
 
 FEATURE_DIM = 2048
 
@@ -248,11 +249,13 @@ def make_model(config) -> vl_generator.VLGenerator:
   lm = dict(m.lm)
   if not lm.get("vocab_size"):
     lm["vocab_size"] = tokenizer(config).vocab_size
+  dtype, remat = precision.compute_dtype(config), precision.remat(config)
+  lm = {"dtype": dtype, "remat": remat, **lm}
   return vl_generator.Model(
     lm_variant=m.lm_variant or None,
     lm=lm,
     visual=m.visual if config.inputs.image else "none",
-    vit=dict(m.vit) if m.get("vit") else None,
+    vit={"dtype": dtype, "remat": remat, **dict(m.vit)} if m.get("vit") else None,
     roi_samples=m.roi_samples,
     num_slots=config.layout.num_max_boxes,
     person_grounding=m.person_grounding,

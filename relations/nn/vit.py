@@ -85,19 +85,24 @@ class MlpBlock(nn.Module):
   mlp_dim: int
   dropout: float = 0.0
   act: str = "gelu_tanh"
+  dtype: Any = jnp.float32
 
   @nn.compact
   def __call__(self, x, train: bool):
     d = x.shape[-1]
     x = nn.Dense(
       self.mlp_dim,
+      dtype=self.dtype,
       kernel_init=nn.initializers.xavier_uniform(),
       bias_init=nn.initializers.normal(1e-6),
     )(x)
     x = activation(self.act)(x)
     x = nn.Dropout(self.dropout)(x, deterministic=not train)
     return nn.Dense(
-      d, kernel_init=nn.initializers.xavier_uniform(), bias_init=nn.initializers.normal(1e-6)
+      d,
+      dtype=self.dtype,
+      kernel_init=nn.initializers.xavier_uniform(),
+      bias_init=nn.initializers.normal(1e-6),
     )(x)
 
 
@@ -114,14 +119,17 @@ class Encoder1DBlock(nn.Module):
   mlp_act: str = "gelu_tanh"
   ln_eps: float = 1e-6
   layer_scale: bool = False
+  dtype: Any = jnp.float32
 
   @nn.compact
   def __call__(self, x, train: bool):
     x = nn.with_logical_constraint(x, ("act_batch", "act_len", "act_emb"))
     d = x.shape[-1]
-    y = nn.LayerNorm(epsilon=self.ln_eps)(x)
+    y = nn.LayerNorm(epsilon=self.ln_eps, dtype=self.dtype)(x)
     y = nn.MultiHeadDotProductAttention(
       num_heads=self.num_heads,
+      dtype=self.dtype,
+      force_fp32_for_softmax=True,
       kernel_init=nn.initializers.xavier_uniform(),
       deterministic=not train,
       dropout_rate=self.dropout,
@@ -130,8 +138,8 @@ class Encoder1DBlock(nn.Module):
       y = y * self.param("ls1", nn.initializers.ones, (d,), jnp.float32).astype(y.dtype)
     y = nn.Dropout(self.dropout)(y, deterministic=not train)
     x = x + y
-    y = nn.LayerNorm(epsilon=self.ln_eps)(x)
-    y = MlpBlock(self.mlp_dim, self.dropout, self.mlp_act)(y, train)
+    y = nn.LayerNorm(epsilon=self.ln_eps, dtype=self.dtype)(x)
+    y = MlpBlock(self.mlp_dim, self.dropout, self.mlp_act, self.dtype)(y, train)
     if self.layer_scale:
       y = y * self.param("ls2", nn.initializers.ones, (d,), jnp.float32).astype(y.dtype)
     y = nn.Dropout(self.dropout)(y, deterministic=not train)
@@ -139,7 +147,11 @@ class Encoder1DBlock(nn.Module):
 
 
 class Encoder(nn.Module):
-  """`depth` blocks then a final LayerNorm; names match big_vision's checkpoints."""
+  """`depth` blocks then a final LayerNorm; names match big_vision's checkpoints.
+
+  `remat` recomputes each block's activations in the backward pass (per-block checkpointing):
+  the step keeps only the blocks' inputs, not their attention maps and MLP activations.
+  """
 
   depth: int
   mlp_dim: int
@@ -148,22 +160,27 @@ class Encoder(nn.Module):
   mlp_act: str = "gelu_tanh"
   ln_eps: float = 1e-6
   layer_scale: bool = False
+  dtype: Any = jnp.float32
+  remat: bool = False
 
   @nn.compact
   def __call__(self, x, train: bool):
     blocks = {}
+    # __call__(self, x, train): `train` (argument 2) is static.
+    block = nn.remat(Encoder1DBlock, static_argnums=(2,)) if self.remat else Encoder1DBlock
     for i in range(self.depth):
-      x = Encoder1DBlock(
+      x = block(
         self.mlp_dim,
         self.num_heads,
         self.dropout,
         self.mlp_act,
         self.ln_eps,
         self.layer_scale,
+        self.dtype,
         name=f"encoderblock_{i}",
       )(x, train)
       blocks[f"block{i}"] = x
-    return nn.LayerNorm(epsilon=self.ln_eps, name="encoder_norm")(x), blocks
+    return nn.LayerNorm(epsilon=self.ln_eps, dtype=self.dtype, name="encoder_norm")(x), blocks
 
 
 class _ViT(nn.Module):
@@ -183,6 +200,11 @@ class _ViT(nn.Module):
   ln_eps: float = 1e-6  # LayerNorm epsilon (HF ViT 1e-12, CLIP 1e-5)
   layer_scale: bool = False  # DINOv2's per-channel residual branch scales
   pre_norm: bool = False  # CLIP's LayerNorm on the embedded tokens, before block 0
+  # Mixed precision: parameters stay float32; matmuls, convolutions and the residual stream run
+  # in `dtype` (bfloat16 on accelerators, `relations.train.precision`); softmax and LayerNorm
+  # statistics in float32. The outputs are in `dtype`.
+  dtype: Any = jnp.float32
+  remat: bool = False  # rematerialise each block in the backward pass (Encoder)
 
   @nn.compact
   def __call__(self, images, train: bool = False):
@@ -191,7 +213,9 @@ class _ViT(nn.Module):
     b, h, w, _ = images.shape
     if h % p or w % p:
       raise ValueError(f"Image size {h}x{w} is not a multiple of the patch size {p}; pad first.")
-    x = nn.Conv(self.width, (p, p), strides=(p, p), padding="VALID", name="embedding")(images)
+    x = nn.Conv(
+      self.width, (p, p), strides=(p, p), padding="VALID", dtype=self.dtype, name="embedding"
+    )(images.astype(self.dtype))
     gh, gw = x.shape[1:3]
     posemb = self.param(
       "pos_embedding",
@@ -203,11 +227,11 @@ class _ViT(nn.Module):
     x = jnp.reshape(x, (b, gh * gw, self.width))
     n_extra = 0
     if self.pool_type == "tok":
-      cls = self.param("cls", nn.initializers.zeros, (1, 1, self.width), x.dtype)
-      x = jnp.concatenate([jnp.tile(cls, (b, 1, 1)), x], axis=1)
+      cls = self.param("cls", nn.initializers.zeros, (1, 1, self.width), jnp.float32)
+      x = jnp.concatenate([jnp.tile(cls, (b, 1, 1)).astype(x.dtype), x], axis=1)
       n_extra = 1
     if self.pre_norm:
-      x = nn.LayerNorm(epsilon=self.ln_eps, name="pre_norm")(x)
+      x = nn.LayerNorm(epsilon=self.ln_eps, dtype=self.dtype, name="pre_norm")(x)
     x = nn.Dropout(self.dropout)(x, deterministic=not train)
     x, blocks = Encoder(
       self.depth,
@@ -217,6 +241,8 @@ class _ViT(nn.Module):
       self.mlp_act,
       self.ln_eps,
       self.layer_scale,
+      self.dtype,
+      self.remat,
       name="Transformer",
     )(x, train)
     out.update(blocks)

@@ -42,15 +42,16 @@ class HiResBranch(nn.Module):
   """Light conv branch on the image: [B, H, W, 3] -> [B, H, W, C]."""
 
   channels: int = 16
+  dtype: Any = jnp.float32
 
   @nn.compact
   def __call__(self, images):
-    c = self.channels
-    x = nn.gelu(nn.Conv(c, (3, 3), name="conv0")(images))
-    x = nn.gelu(nn.Conv(c, (3, 3), name="conv1")(x))
+    c, dt = self.channels, self.dtype
+    x = nn.gelu(nn.Conv(c, (3, 3), dtype=dt, name="conv0")(images.astype(dt)))
+    x = nn.gelu(nn.Conv(c, (3, 3), dtype=dt, name="conv1")(x))
     full = x
-    y = nn.gelu(nn.Conv(2 * c, (3, 3), strides=(2, 2), name="down")(x))
-    y = nn.gelu(nn.Conv(2 * c, (3, 3), name="conv2")(y))
+    y = nn.gelu(nn.Conv(2 * c, (3, 3), strides=(2, 2), dtype=dt, name="down")(x))
+    y = nn.gelu(nn.Conv(2 * c, (3, 3), dtype=dt, name="conv2")(y))
     y = _resize(y, *full.shape[1:3])
     return jnp.concatenate([full, y], -1)
 
@@ -68,39 +69,44 @@ class OcclusionViT(nn.Module):
   # Encoder blocks returned as out["features"] (patch grids) for an external
   # multi-level head (orient_head.py); () = none.
   feature_blocks: tuple = ()
+  # Compute dtype of the ViT and the head (parameters stay float32); outputs are float32.
+  dtype: Any = jnp.float32
+  remat: bool = False  # per-block rematerialisation of the ViT
 
   @nn.compact
   def __call__(self, images, train: bool = False):
     b, h, w, _ = images.shape
-    encoder = vit.Model(**dict(self.vit_config or {}), name="vit")
+    dt = self.dtype
+    vit_kw = {"dtype": dt, "remat": self.remat, **dict(self.vit_config or {})}
+    encoder = vit.Model(**vit_kw, name="vit")
     _, enc = encoder(images, train=train)
     x = enc["patch_grid"]
     stride = h // x.shape[1]
-    x = nn.Dense(self.head_dim, name="proj")(nn.LayerNorm(name="pre_ln")(x))
+    x = nn.Dense(self.head_dim, dtype=dt, name="proj")(nn.LayerNorm(dtype=dt, name="pre_ln")(x))
     i = 0
     while stride > 4:
       x = _resize(x, x.shape[1] * 2, x.shape[2] * 2)
       stride //= 2
-      x = nn.gelu(nn.Conv(self.head_dim, (3, 3), name=f"up{i}")(x))
+      x = nn.gelu(nn.Conv(self.head_dim, (3, 3), dtype=dt, name=f"up{i}")(x))
       i += 1
     # Narrow before going to full resolution: the full-resolution convs
     # dominate the head's cost (H * W * 9 * channels^2).
     f = self.fuse_dim
-    x = _resize(nn.Dense(f, name="narrow")(x), h, w)
+    x = _resize(nn.Dense(f, dtype=dt, name="narrow")(x), h, w)
     if self.hires:
-      x = jnp.concatenate([x, HiResBranch(self.hires_channels, name="hires")(images)], -1)
-    x = nn.gelu(nn.Conv(f, (3, 3), name="fuse0")(x))
-    x = nn.gelu(nn.Conv(f, (3, 3), name="fuse1")(x))
+      x = jnp.concatenate([x, HiResBranch(self.hires_channels, dt, name="hires")(images)], -1)
+    x = nn.gelu(nn.Conv(f, (3, 3), dtype=dt, name="fuse0")(x))
+    x = nn.gelu(nn.Conv(f, (3, 3), dtype=dt, name="fuse1")(x))
     # Start at the OB prior (p ~ 2%, RetinaNet's trick): from p = 0.5 the
     # class-balanced losses (negatives weighted ~0.03) take thousands of
     # steps to push the background down.
     out = {
       "boundary_logits": nn.Conv(
         1, (1, 1), bias_init=nn.initializers.constant(self.prior_logit), name="boundary"
-      )(x)[..., 0]
+      )(x)[..., 0].astype(jnp.float32)
     }
     if self.orientation:
-      vec = nn.Conv(2, (1, 1), name="orient")(x)
+      vec = nn.Conv(2, (1, 1), dtype=dt, name="orient")(x).astype(jnp.float32)
       out["orientation_vec"] = vec
       out["orientation"] = jnp.arctan2(vec[..., 1], vec[..., 0])
     if self.feature_blocks:

@@ -25,6 +25,7 @@ from relations.occlusion.data import preprocess as occlusion_pp
 from relations.occlusion import losses
 from relations.occlusion import model as occlusion_vit
 from relations.occlusion import orient_head
+from relations.train import precision
 
 
 # ---------------------------------------------------------------- data
@@ -130,6 +131,8 @@ def make_model(config):
       hires=m.hires,
       hires_channels=m.hires_channels,
       orientation=m.orientation and not headed,
+      dtype=precision.compute_dtype(config),
+      remat=precision.remat(config),
       # Multi-level: the blocks at 1/4, 1/2, 3/4 and the end of the encoder.
       feature_blocks=tuple(sorted({max(depth * k // 4 - 1, 0) for k in (1, 2, 3, 4)}))
       if headed

@@ -180,8 +180,16 @@ TRAINER_DEFAULTS = {
   "async_checkpoints": True,
   "log_every": 10,
   "progress_every_seconds": 10.0,  # wall-clock interval of the `[train] step ...` lines
-  "check_finite_every": 1,
+  "check_finite_every": 0,  # 0 = at log steps (and checkpoint steps): no per-step host sync
   "preemption_sync_every": 10,  # multi-process runs agree on SIGTERM this often
+  # Mixed precision (relations/train/precision.py): auto = bfloat16 compute on accelerators,
+  # float32 on CPU; parameters and optimizer state are float32 either way.
+  "compute_dtype": "auto",
+  "remat": False,  # recompute each transformer block (ViT, GPT-2) in the backward pass
+  # Persistent XLA compilation cache: a restart of the same config on the same devices loads its
+  # compiled steps instead of recompiling. "" = $JAX_COMPILATION_CACHE_DIR if set (the launch
+  # scripts set it), else off.
+  "compilation_cache_dir": "",
 }
 
 
@@ -193,7 +201,6 @@ _POSITIVE_INTS = (
   "checkpoint_every",
   "keep_checkpoints",
   "log_every",
-  "check_finite_every",
   "preemption_sync_every",
 )
 _NON_NEGATIVE = (
@@ -203,6 +210,7 @@ _NON_NEGATIVE = (
   "optax.clip_norm",
   "fsdp_min_size",
   "progress_every_seconds",
+  "check_finite_every",
 )
 
 
@@ -252,6 +260,11 @@ def check_config(config: ml_collections.ConfigDict) -> None:
       raise ValueError(
         f"config field 'evals.{name}.every_steps': expected an integer >= 0, got {every!r}"
       )
+  dtype = _get(config, "compute_dtype")
+  if dtype is not None and dtype not in ("auto", "bfloat16", "float32", "float16"):
+    raise ValueError(
+      f"config field 'compute_dtype': expected auto, bfloat16, float32 or float16, got {dtype!r}"
+    )
   bs, accum = _get(config, "input.batch_size"), _get(config, "grad_accum_steps")
   if isinstance(bs, int) and isinstance(accum, int) and accum > 0 and bs % accum:
     raise ValueError(

@@ -33,6 +33,7 @@ from relations.train import checkpoint as ckpt_lib
 from relations.train import config_util
 from relations.train import input_pipeline
 from relations.train import optim
+from relations.train import prefetch
 from relations.train import sharding
 from relations.train import workdir_lock
 
@@ -192,7 +193,17 @@ def make_train_step(model, task, config, tx, schedule, state_sh, batch_sh, repl)
     if accum == 1:
       (loss, aux), grads = loss_and_grads(params, batch, rng)
     else:
-      micro = jax.tree.map(lambda x: x.reshape(accum, -1, *x.shape[1:]), batch)
+      # Microbatch i is rows i, i + accum, i + 2 accum, ... of the global batch: each device's
+      # contiguous shard of B/n rows holds B/(n accum) rows of every microbatch, so the split is
+      # local ([B] -> [B/accum, accum] -> [accum, B/accum], still sharded over the batch axis)
+      # and the scan runs on every device's own rows; a [accum, B/accum] reshape would put each
+      # microbatch on a subset of devices and gather it inside the loop.
+      def split(x, sh):
+        x = jnp.moveaxis(x.reshape(x.shape[0] // accum, accum, *x.shape[1:]), 1, 0)
+        spec = jax.sharding.PartitionSpec(None, *sh.spec)
+        return jax.lax.with_sharding_constraint(x, jax.sharding.NamedSharding(sh.mesh, spec))
+
+      micro = {k: split(v, batch_sh[k]) for k, v in batch.items()}
 
       def body(carry, xs):
         i, mb = xs
@@ -322,6 +333,19 @@ def setup(config, devices=None):
   )
 
 
+def enable_compilation_cache(config) -> str:
+  """Turns on JAX's persistent compilation cache in `config.compilation_cache_dir` (or
+  $JAX_COMPILATION_CACHE_DIR); every compiled program is cached, however fast it compiled.
+  Returns the directory ("" = off)."""
+  path = str(_setting(config, "compilation_cache_dir") or "")
+  path = path or os.environ.get("JAX_COMPILATION_CACHE_DIR", "")
+  if path:
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+  return path
+
+
 def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> TrainResult:
   """Trains `config` in `workdir`, resuming from its latest checkpoint if there is one.
 
@@ -382,6 +406,7 @@ def _train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Tra
   workdir = os.path.abspath(workdir)
   os.makedirs(workdir, exist_ok=True)
   jax.config.update("jax_threefry_partitionable", True)
+  enable_compilation_cache(config)
   is_lead = jax.process_index() == 0
 
   # ---------------------------------------------------------------- Set up logging
@@ -444,7 +469,8 @@ def _train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Tra
   progress_line = _ProgressLine(
     total_steps, float(_setting(config, "progress_every_seconds")), enabled=is_lead
   )
-  check_every = int(_setting(config, "check_finite_every"))
+  # 0 (default): at log steps, so the host fetches metrics only when it logs them.
+  check_every = int(_setting(config, "check_finite_every")) or log_every
   # Multi-process runs agree on a SIGTERM every this many steps (_Preemption).
   sync_every = max(1, int(_setting(config, "preemption_sync_every")))
   ckpt_every = int(_setting(config, "checkpoint_every"))
@@ -456,10 +482,13 @@ def _train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Tra
   eval_metrics: dict[str, float] = {}
   preempted = False
   t0, timed_steps = None, 0
+  last_log = None  # (step, perf_counter) at the last logged step
   step = start
   with _Preemption() as preemption, jax.set_mesh(mesh):
-    for step, local in stream.iterate(start, total_steps):
-      batch = input_pipeline.to_global(local, mesh)
+    # Batches go to the devices ahead of the step that uses them (prefetch.to_device); between
+    # log/check/checkpoint steps nothing waits for the devices.
+    put = lambda local: input_pipeline.to_global(local, mesh)  # noqa: E731
+    for step, batch in prefetch.to_device(stream.iterate(start, total_steps), put):
       state, metrics = step_fn(state, batch)
       done = step + 1
       if t0 is None:  # exclude compilation from the throughput figure
@@ -478,7 +507,15 @@ def _train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Tra
         host = jax.device_get(metrics)
         _check_finite(host, done)
         if done % log_every == 0 or done == total_steps:
-          writer.write_scalars(done, {f"train/{k}": float(v) for k, v in host.items()})
+          scalars = {f"train/{k}": float(v) for k, v in host.items()}
+          # Throughput between consecutive log steps (the device_get above waited for the step).
+          now = time.perf_counter()
+          if last_log is not None and done > last_log[0]:
+            rate = (done - last_log[0]) / (now - last_log[1])
+            scalars["train/steps_per_sec"] = rate
+            scalars["train/examples_per_sec"] = rate * int(config.input.batch_size)
+          last_log = (done, now)
+          writer.write_scalars(done, scalars)
       for name, ev in evaluators.items():
         every = int(config.evals[name].get("every_steps", 0))
         if (every and done % every == 0) or done == total_steps:

@@ -62,7 +62,9 @@ class RelationTracker(nn.Module):
   def encode_detect(self, frames, train=False):
     """`[N, H, W, 3]` -> (`[N, h, w, D]` patch grid, detection dict)."""
     _, out = self.encoder(frames, train=train)
-    grid = out["patch_grid"]
+    # The ViT runs in its compute dtype (bfloat16 on accelerators); the detection and relation
+    # heads are small and keep box regression, matching costs and RoI sampling in float32.
+    grid = out["patch_grid"].astype(jnp.float32)
     return grid, self.detector(grid, frames)
 
   def relate(self, grid, frame_idx, times, sub_boxes, obj_boxes, mask, sub_cat, obj_cat):

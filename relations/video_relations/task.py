@@ -16,15 +16,14 @@ Boxes: the builder stores inclusive pixel corners; normalised boxes are
 `(x1 / W, y1 / H, (x2 + 1) / W, (y2 + 1) / H)` (`normalise_boxes`).
 """
 
-import cv2
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from relations.train import precision
 from relations.video_relations import model as relation_tracker
 from relations.video_relations import boxes as box_lib
 from relations.video_relations import losses as det_loss
-from relations.video_relations.data import video as vrd_video
 
 
 # ---------------------------------------------------------------- data
@@ -53,6 +52,10 @@ def make_builder(config):
 
 def make_train_source(config):
   """The training split with frames left encoded (`vrd_video.ClipSource`)."""
+  # Data imports (TFDS, PyAV, OpenCV) stay out of the module import: the model and loss run
+  # where only the JAX stack is installed (bench/device_check.py on an accelerator host).
+  from relations.video_relations.data import video as vrd_video  # pylint: disable=g-import-not-at-top
+
   return vrd_video.ClipSource(make_builder(config), config.data.train_split)
 
 
@@ -72,6 +75,8 @@ def denormalise_boxes(boxes, width, height):
 
 def resize_frames(frames, image_size):
   """uint8 `[T, h, w, 3]` (or a list of T frames) -> uint8 `[T, H, W, 3]`."""
+  import cv2  # pylint: disable=g-import-not-at-top
+
   hh, ww = image_size
   out = np.zeros((len(frames), hh, ww, 3), np.uint8)
   for i, f in enumerate(frames):
@@ -125,6 +130,8 @@ def relation_labels(rel, slot_of, seg_start, seg_end, num_predicates, max_object
 
 def preprocess_train(example, rng, config):
   """Raw TFDS example -> fixed-shape clip dict (see module docstring)."""
+  from relations.video_relations.data import video as vrd_video  # pylint: disable=g-import-not-at-top
+
   inp, vid = config.input, config.video
   t_clip, m_max, p_max = inp.clip_frames, inp.max_objects, inp.max_pairs
   num_pred = config.model.num_predicates
@@ -213,6 +220,11 @@ def make_model(config):
   variant = kw.pop("vit_variant", None) or None
   kw.pop("backbone", None)
   kw.pop("init_from", None)
+  kw["vit"] = {
+    "dtype": precision.compute_dtype(config),
+    "remat": precision.remat(config),
+    **(kw.get("vit") or {}),
+  }
   return relation_tracker.Model(vit_variant=variant, **kw)
 
 
