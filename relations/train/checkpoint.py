@@ -9,15 +9,16 @@ resumes from the previous complete step.
 
 from __future__ import annotations
 
-import os
-
 import jax
 import orbax.checkpoint as ocp
 
+from relations import io_util
+
 
 def make_manager(workdir: str, *, keep: int, async_save: bool = True) -> ocp.CheckpointManager:
+  """The manager of `<workdir>/checkpoints`; `workdir` may be a URL (gs://...), kept as one."""
   return ocp.CheckpointManager(
-    os.path.join(os.path.abspath(workdir), "checkpoints"),
+    io_util.epath(io_util.local_abspath(workdir)) / "checkpoints",
     options=ocp.CheckpointManagerOptions(
       max_to_keep=keep,
       enable_async_checkpointing=async_save,

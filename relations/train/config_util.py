@@ -182,6 +182,8 @@ TRAINER_DEFAULTS = {
   "progress_every_seconds": 10.0,  # wall-clock interval of the `[train] step ...` lines
   "check_finite_every": 1,
   "preemption_sync_every": 10,  # multi-process runs agree on SIGTERM this often
+  "eval_errors_fatal": False,  # a failing evaluation is logged and training goes on
+  "tensorboard": True,  # TensorBoard event files in the workdir (else metrics are only logged)
 }
 
 
