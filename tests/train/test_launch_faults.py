@@ -17,6 +17,7 @@ import orbax.checkpoint as ocp
 import portpicker
 import pytest
 
+from relations.train import checkpoint as ckpt_lib
 from relations.train import config_util
 from relations.train import trainer
 
@@ -30,11 +31,15 @@ def _steps(workdir):
 
 
 def _final_params(workdir):
-  mngr = ocp.CheckpointManager(os.path.join(workdir, "checkpoints"), item_names=("state", "meta"))
-  step = mngr.latest_step()
-  restored = mngr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore()))
-  mngr.close()
-  return step, jax.tree_util.tree_leaves_with_path(restored["state"]["params"])
+  """(step, [(path, numpy array)]) of the latest checkpoint, whatever topology saved it."""
+  step = _steps(workdir)[-1]
+  state_dir = os.path.join(workdir, "checkpoints", str(step), "state")
+  shapes = ckpt_lib.read_shapes(state_dir)
+  args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), shapes)
+  restored = ocp.PyTreeCheckpointer().restore(
+    state_dir, args=ocp.args.PyTreeRestore(restore_args=args)
+  )
+  return step, jax.tree_util.tree_leaves_with_path(restored["params"])
 
 
 def _assert_bit_identical(a_dir, b_dir):
