@@ -5,6 +5,8 @@ The run's files go through etils.epath (gcsfs here: EPATH_USE_TF=0, since Tensor
 its endpoint compiled in and no emulator reaches it) and orbax's arrays through TensorStore
 (TENSORSTORE_GCS_HTTP_URL). TensorBoard events go through TensorFlow, so the run turns them off
 (`tensorboard=False`); everything else is the real path. Nothing may land in a local `gs:` folder.
+Without input workers: with `input.num_workers=2` this run hung after its first steps (not yet
+understood; see the issue 30 report), so that combination is untested here.
 """
 
 import json
