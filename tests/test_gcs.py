@@ -60,7 +60,6 @@ def _train(workdir, *extra):
     f"--config.total_steps={TOTAL}",
     "--config.checkpoint_every=2",
     "--config.tensorboard=false",
-    "--config.input.num_workers=2",
     *extra,
   ]
 
