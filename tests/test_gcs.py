@@ -84,14 +84,16 @@ def test_gcs_train_kill_resume_predict(gcs, tmp_path):
   env, fs = gcs
   cwd = str(tmp_path)  # where a URL turned local path would appear
   url = f"gs://{BUCKET}/run"
-  proc = subprocess.Popen(
-    _train(url), cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-  )
+  # stderr to a file: gcsfs logs a line per request, and an unread pipe would fill and block it.
+  log = tmp_path / "first.log"
+  with open(log, "w") as f:
+    proc = subprocess.Popen(_train(url), cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=f)
   deadline = time.time() + 300
   while time.time() < deadline and not _bucket_steps(fs, "run") and proc.poll() is None:
     time.sleep(0.2)
   proc.send_signal(signal.SIGKILL)  # a preempted VM: no chance to save
-  err = proc.communicate()[1]
+  proc.wait()
+  err = log.read_text()
   killed_at = _bucket_steps(fs, "run")
   assert killed_at and killed_at[-1] < TOTAL, (killed_at, err[-2000:])
   assert fs.exists(f"{BUCKET}/run/config.json")
