@@ -178,6 +178,8 @@ def check_output_file(path: str) -> None:
   Refuses an existing directory, a path below a regular file, and a directory that exists but
   is not writable. Missing parent directories are fine (the writers create them).
   """
+  if "://" in path:  # a URL: left to the storage client (see check_output_dir)
+    return
   if path.endswith(os.sep) or os.path.isdir(path):
     raise InputError("is a directory; expected a file path to write", file=path)
   parent = os.path.dirname(os.path.abspath(path))
@@ -199,7 +201,13 @@ def output_file(text: str) -> str:
 
 
 def check_output_dir(path: str) -> None:
-  """Raises InputError unless `path` is, or can be created as, a writable directory."""
+  """Raises InputError unless `path` is, or can be created as, a writable directory.
+
+  A URL (gs://bucket/dir) is left to the storage client: it has no local parent to check, and
+  `os.path.abspath` would turn it into a local `<cwd>/gs:/bucket` folder.
+  """
+  if "://" in path:
+    return
   if os.path.exists(path) and not os.path.isdir(path):
     raise InputError("is a file; expected a directory", file=path)
   parent = os.path.abspath(path)

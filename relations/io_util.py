@@ -3,7 +3,10 @@
 Every file the project writes goes through `atomic_path`: the content is written to a temporary
 file beside the target, then renamed onto it. A reader (or a resumed run) never sees a
 half-written file, and a failed or interrupted write leaves nothing under the target's name and no
-temporary file behind. JSON is written strictly: NaN / Infinity, which `json.dumps` would write as
+temporary file behind. A URL target (`gs://bucket/...`, any scheme etils.epath knows) is written
+from a local temporary file in one upload: an object store shows an object whole or not at all, so
+that is atomic too, and a URL is never turned into a local path (`os.path.abspath("gs://b")` would
+be `<cwd>/gs:/b`). JSON is written strictly: NaN / Infinity, which `json.dumps` would write as
 bare `NaN` (not JSON), become `null` with a warning on stderr naming the key.
 """
 
@@ -20,14 +23,73 @@ from typing import Any, Iterator
 import numpy as np
 
 
+def is_url(path) -> bool:
+  """Whether `path` names an object-store location (`gs://...`, `s3://...`), not a local file."""
+  return "://" in os.fspath(path)
+
+
+def local_abspath(path):
+  """`os.path.abspath` for a local path; a URL unchanged (str)."""
+  path = os.fspath(path)
+  return path if is_url(path) else os.path.abspath(path)
+
+
+def epath(path):
+  """`etils.epath.Path` of a local path or URL (tf.io.gfile or gcsfs underneath)."""
+  from etils import epath as epath_lib  # pylint: disable=g-import-not-at-top
+
+  return epath_lib.Path(path)
+
+
+def makedirs(path) -> None:
+  """`os.makedirs(path, exist_ok=True)` for a local path or a URL."""
+  if is_url(path):
+    epath(path).mkdir(parents=True, exist_ok=True)
+  else:
+    os.makedirs(path, exist_ok=True)
+
+
+def isdir(path) -> bool:
+  return epath(path).is_dir() if is_url(path) else os.path.isdir(path)
+
+
+def exists(path) -> bool:
+  return epath(path).exists() if is_url(path) else os.path.exists(path)
+
+
+def listdir(path) -> list[str]:
+  """Names in directory `path` (local or URL)."""
+  if is_url(path):
+    return sorted(p.name for p in epath(path).iterdir())
+  return sorted(os.listdir(path))
+
+
+def read_bytes(path) -> bytes:
+  if is_url(path):
+    return epath(path).read_bytes()
+  with open(path, "rb") as f:
+    return f.read()
+
+
 @contextlib.contextmanager
 def atomic_path(path: str) -> Iterator[str]:
   """Yields a temporary path in `path`'s directory; renames it onto `path` if the block succeeds.
 
   The temporary name keeps `path`'s suffix (writers that pick a format by extension still work)
   and starts with `.tmp_` (directory listings of a dataset can skip it). On any exception the
-  temporary file is removed and the exception propagates.
+  temporary file is removed and the exception propagates. For a URL `path` the temporary file is
+  local and is uploaded in one piece on success.
   """
+  if is_url(path):
+    fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=os.path.basename(os.fspath(path)))
+    os.close(fd)
+    try:
+      yield tmp
+      with open(tmp, "rb") as f:
+        epath(path).write_bytes(f.read())
+    finally:
+      os.remove(tmp)
+    return
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
   fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=os.path.basename(path), dir=directory)

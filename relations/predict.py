@@ -32,14 +32,14 @@ def checkpoint_steps(workdir: str) -> list[int]:
     cli_errors.InputError: no such workdir, or no checkpoint in it.
   """
   ckpt_dir = os.path.join(workdir, "checkpoints")
-  if not os.path.isdir(workdir):
+  if not io_util.isdir(workdir):
     raise cli_errors.InputError(
       "no such training workdir (or not a directory); expected the "
       "--workdir of a python -m relations.train run",
       file=workdir,
     )
   steps = sorted(
-    int(n) for n in (os.listdir(ckpt_dir) if os.path.isdir(ckpt_dir) else ()) if n.isdigit()
+    int(n) for n in (io_util.listdir(ckpt_dir) if io_util.isdir(ckpt_dir) else ()) if n.isdigit()
   )
   if not steps:
     raise cli_errors.InputError(

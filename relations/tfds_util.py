@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 
+import numpy as np
 import tensorflow_datasets as tfds
 
 
@@ -39,7 +40,15 @@ def ensure_built(
   import jax  # pylint: disable=g-import-not-at-top
 
   builder = _open(builder_cls, config, data_dir, file_format)
-  if builder.is_prepared():
+  if jax.process_count() > 1:
+    from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+
+    seen = multihost_utils.process_allgather(np.array([builder.is_prepared()], np.int32))
+    if np.all(seen):  # one shared copy, or a copy prepared on every node beforehand
+      return builder
+    # Process 0 builds for everyone: only right if everyone reads what it writes.
+    check_shared_data_dir(data_dir)
+  elif builder.is_prepared():
     return builder
   if manual_dir is None:
     raise FileNotFoundError(
@@ -126,6 +135,49 @@ def _sigterm_interrupts(what: str):
       signal.signal(signal.SIGTERM, old)
 
   return cm()
+
+
+def check_shared_data_dir(data_dir: str) -> None:
+  """With several JAX processes: refuses a local `data_dir` that the processes do not share.
+
+  Process 0 writes a marker with a random token into `data_dir`; every process looks for it. A
+  node-local directory (the configs' default /tmp/..., a local SSD) is a different directory on
+  every node, so process 0 would build the dataset where only its own node sees it. A bucket
+  (gs://...) is shared by construction and not checked. Called on every process (collective).
+
+  Raises:
+    ValueError: naming `data.data_dir` and the processes that do not see process 0's marker.
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+  from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+
+  if jax.process_count() == 1 or "://" in str(data_dir):
+    return
+  token = int(np.random.default_rng().integers(1, 2**31))
+  token = int(multihost_utils.broadcast_one_to_all(np.array(token, np.int64)))
+  marker = os.path.join(str(data_dir), f".relations_shared_check_{token}")
+  if jax.process_index() == 0:
+    os.makedirs(str(data_dir), exist_ok=True)
+    with open(marker, "w") as f:
+      f.write(str(token))
+  multihost_utils.sync_global_devices(f"data_dir_marker_{token}")
+  try:
+    with open(marker) as f:
+      seen = f.read() == str(token)
+  except OSError:
+    seen = False
+  flags = multihost_utils.process_allgather(np.array([seen], np.int32)).reshape(-1)
+  if jax.process_index() == 0:
+    os.remove(marker)
+  missing = [i for i, f in enumerate(flags) if not f]
+  if missing:
+    raise ValueError(
+      f"data.data_dir={data_dir} is local to each host: process(es) {missing} of "
+      f"{jax.process_count()} do not see the files process 0 writes there, so a dataset built "
+      "there would exist on one node only. Use a directory every process shares (a bucket "
+      "gs://..., a shared file system) with --config.data.data_dir=..., or prepare the dataset "
+      "on every node beforehand (python -m relations.datasets.prepare --data_dir ... on each)."
+    )
 
 
 def _open(builder_cls, config, data_dir, file_format):

@@ -79,7 +79,7 @@ def get_config(arg=None):
   c.task = "tests.toy_task"
   c.seed = 0
   c.total_steps = 6
-  c.input = dict(batch_size=16, num_examples=64, size=16, num_threads=0)
+  c.input = dict(batch_size=16, num_examples=64, size=16, num_threads=0, num_workers=0)
   c.model = dict(width=32, depth=1, mlp_dim=64, num_heads=2, patch_size=4, posemb_grid=(4, 4))
   c.mesh = [("data", -1), ("fsdp", 1)]
   c.partition_rules = [(".*", "fsdp")]

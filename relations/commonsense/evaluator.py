@@ -202,7 +202,7 @@ class Evaluator:
       else:
         queries = rank.build_candidates(annotations, 50, seed)
         if jax.process_index() == 0:
-          os.makedirs(self.workdir, exist_ok=True)
+          io_util.makedirs(self.workdir)
           rank.save_candidates(path, queries, seed, 50)
     cap = int(self.ec.get("acc50_max_queries", 0))
     if cap:  # a quick estimate on the first `cap` queries (demo)

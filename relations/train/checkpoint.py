@@ -11,17 +11,17 @@ from the newest intact one (`restore_newest_intact`).
 
 from __future__ import annotations
 
-import os
-
 from etils import epath
 import jax
 import orbax.checkpoint as ocp
 
+from relations import io_util
 from relations.train import checkpoint_integrity as integrity
 
 
 def make_manager(workdir: str, *, keep: int, async_save: bool = True) -> ocp.CheckpointManager:
-  directory = os.path.join(os.path.abspath(workdir), "checkpoints")
+  """The manager of `<workdir>/checkpoints`; `workdir` may be a URL (gs://...), kept as one."""
+  directory = io_util.epath(io_util.local_abspath(workdir)) / "checkpoints"
   # Process 0 records the checksums (every process's files are complete by then).
   recorder = integrity.Recorder(directory, enabled=jax.process_index() == 0)
   manager = ocp.CheckpointManager(

@@ -190,6 +190,8 @@ TRAINER_DEFAULTS = {
   # compiled steps instead of recompiling. "" = $JAX_COMPILATION_CACHE_DIR if set (the launch
   # scripts set it), else off.
   "compilation_cache_dir": "",
+  "eval_errors_fatal": False,  # a failing evaluation is logged and training goes on
+  "tensorboard": True,  # TensorBoard event files in the workdir (else metrics are only logged)
 }
 
 

@@ -24,6 +24,7 @@ Evaluation has its own sharded loop (`relations.train.eval_loop`).
 
 from __future__ import annotations
 
+import signal
 import threading
 from typing import Any, Callable, Iterator, Mapping
 
@@ -265,6 +266,49 @@ class _Attach:
       del self.live[name]
 
 
+def _worker_init(worker_index: int, num_workers: int) -> None:
+  """Runs first in each grain worker: SIGTERM and SIGINT are the trainer's to act on.
+
+  A preempted SLURM step or TPU VM signals every process, workers included; a worker that died of
+  it would leave the trainer waiting for batches before the step where all processes agreed to
+  stop. The trainer stops the workers itself when it closes the stream (`iterate`).
+  """
+  del worker_index, num_workers
+  signal.signal(signal.SIGTERM, signal.SIG_IGN)
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+# Seconds `iterate` waits for the stream (and its workers) to close before killing the workers.
+CLOSE_TIMEOUT_S = 20.0
+
+
+def _close_within(it, timeout: float) -> None:
+  """`it.close()`, given at most `timeout` seconds; then any grain worker left is killed."""
+  close = getattr(it, "close", None)
+  if close is None:
+    return
+  done = threading.Event()
+
+  def run():
+    try:
+      close()
+    finally:
+      done.set()
+
+  threading.Thread(target=run, daemon=True, name="close-input").start()
+  if done.wait(timeout):
+    return
+  import multiprocessing  # pylint: disable=g-import-not-at-top
+  from absl import logging  # pylint: disable=g-import-not-at-top
+
+  workers = [p for p in multiprocessing.active_children() if p.name.startswith("grain-")]
+  logging.warning(
+    "The input stream did not close within %.0f s; killing %d worker(s)", timeout, len(workers)
+  )
+  for p in workers:
+    p.kill()
+
+
 def to_global(local_batch: dict[str, np.ndarray], mesh: Mesh) -> dict[str, jax.Array]:
   """Assembles per-process batches into global arrays sharded on the batch axes."""
   sh = sharding.batch_sharding(mesh)
@@ -405,7 +449,8 @@ class TrainStream:
       ds = ds.mp_prefetch(
         grain.MultiprocessingOptions(
           num_workers=self.num_workers, per_worker_buffer_size=max(prefetch, 1)
-        )
+        ),
+        worker_init_fn=_worker_init,
       )
       # In this process: the batches, viewed in the workers' shared memory.
       ds = ds.map(_Attach())
@@ -422,6 +467,4 @@ class TrainStream:
       for step, batch in zip(range(start_step, end_step), it):
         yield step, batch
     finally:
-      close = getattr(it, "close", None)
-      if close is not None:
-        close()
+      _close_within(it, CLOSE_TIMEOUT_S)

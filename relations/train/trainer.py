@@ -151,12 +151,33 @@ class _ProgressLine:
     )
 
 
-def _make_writer(workdir: str):
+def _make_writer(workdir: str, tensorboard: bool = True):
+  """clu writer: TensorBoard events in `workdir` (lead process, if `tensorboard`) and the log.
+
+  The events go through TensorFlow's own file system (its GCS client for gs://).
+  """
   from clu import metric_writers  # pylint: disable=g-import-not-at-top  (imports TF: ~8 s)
 
   return metric_writers.create_default_writer(
-    workdir, just_logging=jax.process_index() > 0, asynchronous=True
+    workdir, just_logging=jax.process_index() > 0 or not tensorboard, asynchronous=True
   )
+
+
+def check_batch_divides(config, mesh) -> None:
+  """Refuses, before anything compiles, a global batch the mesh's batch axes cannot split.
+
+  Raises:
+    ValueError: naming `input.batch_size`, its value and the number of devices it is split over.
+  """
+  axes = [a for a in sharding.BATCH_AXES if a in mesh.axis_names]
+  n = int(np.prod([mesh.shape[a] for a in axes])) if axes else 1
+  gb = int(config.input.batch_size)
+  if gb % n:
+    raise ValueError(
+      f"input.batch_size={gb} does not divide over the {n} devices of the mesh's batch axes "
+      f"{'x'.join(f'{a}={mesh.shape[a]}' for a in axes)} ({jax.device_count()} devices in all); "
+      f"use a multiple of {n} (--config.input.batch_size=...) or fewer devices (--config.mesh)"
+    )
 
 
 def _flat_hparams(config: ml_collections.ConfigDict) -> dict[str, Any]:
@@ -262,6 +283,36 @@ def _maybe_load_pretrained(task, config, state, state_sh):
   return {**state, "params": params}
 
 
+def _run_eval(name, ev, params, step, progress, is_lead, fatal: bool) -> dict:
+  """`ev.run(params, step)`; a failure is logged with its cause and gives {} (raised if `fatal`).
+
+  The step's checkpoint is already saved, so a broken scorer (e.g. one that needs a tool the
+  machine lacks) costs that evaluation only, not the run and not a crash loop on every restart.
+  """
+  with progress.timed(f"eval_{name}"):
+    t_eval = time.perf_counter()
+    if is_lead:
+      print(f"[eval] {name} at step {step} ...", flush=True)
+    try:
+      res = ev.run(params, step)
+    except Exception as e:  # pylint: disable=broad-except
+      if fatal:
+        raise
+      logging.exception("Evaluation %r at step %d failed; training goes on", name, step)
+      if is_lead:
+        print(
+          f"[eval] {name} at step {step}: FAILED ({type(e).__name__}: {e}); training goes on "
+          "(--config.eval_errors_fatal=true stops here instead)",
+          flush=True,
+        )
+      return {}
+    if is_lead:
+      print(
+        f"[eval] {name} at step {step}: done in {time.perf_counter() - t_eval:.1f} s", flush=True
+      )
+  return res
+
+
 def build_evaluators(model, config, workdir):
   evals = {}
   for name, cfg in (config.get("evals") or {}).items():
@@ -283,6 +334,7 @@ def setup(config, devices=None):
   state_sh, batch_sh, repl.
   """
   mesh = sharding.make_mesh(config.mesh, devices)
+  check_batch_divides(config, mesh)
   task = import_by_name("task", config.task)
   model = task.make_model(config)
   source = task.make_train_source(config)
@@ -357,8 +409,8 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
     workdir: checkpoints, TensorBoard events, config.json and train_summary.json go here.
     devices: devices for the mesh (default: all global devices; tests pass a subset).
   """
-  workdir = os.path.abspath(workdir)
-  os.makedirs(workdir, exist_ok=True)
+  workdir = io_util.local_abspath(workdir)  # a gs:// URL stays one (never <cwd>/gs:/...)
+  io_util.makedirs(workdir)
   with workdir_lock.hold(workdir, enabled=jax.process_index() == 0):
     finished = _finished_run(config, workdir)
     if finished is not None:
@@ -403,14 +455,12 @@ def _finished_run(config, workdir: str) -> TrainResult | None:
 
 
 def _train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> TrainResult:
-  workdir = os.path.abspath(workdir)
-  os.makedirs(workdir, exist_ok=True)
   jax.config.update("jax_threefry_partitionable", True)
   enable_compilation_cache(config)
   is_lead = jax.process_index() == 0
 
   # ---------------------------------------------------------------- Set up logging
-  writer = _make_writer(workdir)
+  writer = _make_writer(workdir, bool(_setting(config, "tensorboard")))
   if is_lead:
     io_util.write_text_atomic(
       os.path.join(workdir, "config.json"), config.to_json_best_effort(indent=2)
@@ -474,6 +524,7 @@ def _train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Tra
   # Multi-process runs agree on a SIGTERM every this many steps (_Preemption).
   sync_every = max(1, int(_setting(config, "preemption_sync_every")))
   ckpt_every = int(_setting(config, "checkpoint_every"))
+  eval_fatal = bool(_setting(config, "eval_errors_fatal"))
   meta = lambda step: {
     "step": step,
     "data_seed": int(config.seed),
@@ -516,23 +567,7 @@ def _train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Tra
             scalars["train/examples_per_sec"] = rate * int(config.input.batch_size)
           last_log = (done, now)
           writer.write_scalars(done, scalars)
-      for name, ev in evaluators.items():
-        every = int(config.evals[name].get("every_steps", 0))
-        if (every and done % every == 0) or done == total_steps:
-          with progress.timed(f"eval_{name}"):
-            t_eval = time.perf_counter()
-            if is_lead:
-              print(f"[eval] {name} at step {done} ...", flush=True)
-            res = ev.run(state["params"], done)
-            if is_lead:
-              print(
-                f"[eval] {name} at step {done}: done in {time.perf_counter() - t_eval:.1f} s",
-                flush=True,
-              )
-          eval_metrics.update({f"{name}/{k}": v for k, v in res.items()})
-          writer.write_scalars(
-            done, {f"{name}/{k}": float(v) for k, v in res.items() if np.isscalar(v)}
-          )
+      # The step's checkpoint first: an evaluation that fails (or is preempted) loses no work.
       stop = preemption.agreed(done, sync_every)
       if done % ckpt_every == 0 or done == total_steps or stop:
         ckpt_lib.save(mngr, done, state, meta(done), force=True)
@@ -540,10 +575,18 @@ def _train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Tra
         preempted = True
         logging.warning("Preempted: checkpoint saved at step %d", done)
         break
+      for name, ev in evaluators.items():
+        every = int(config.evals[name].get("every_steps", 0))
+        if (every and done % every == 0) or done == total_steps:
+          res = _run_eval(name, ev, state["params"], done, progress, is_lead, eval_fatal)
+          eval_metrics.update({f"{name}/{k}": v for k, v in res.items()})
+          writer.write_scalars(
+            done, {f"{name}/{k}": float(v) for k, v in res.items() if np.isscalar(v)}
+          )
     if start >= total_steps > 0:
       # Trained to the end before but stopped before its final evaluation finished: run it now.
       for name, ev in evaluators.items():
-        res = ev.run(state["params"], start)
+        res = _run_eval(name, ev, state["params"], start, progress, is_lead, eval_fatal)
         eval_metrics.update({f"{name}/{k}": v for k, v in res.items()})
         writer.write_scalars(
           start, {f"{name}/{k}": float(v) for k, v in res.items() if np.isscalar(v)}
@@ -586,7 +629,7 @@ def restore_params(
   if step is None:
     raise FileNotFoundError(f"No checkpoint in {os.path.join(workdir, 'checkpoints')}")
   state_dir = os.path.join(directory, str(int(step)), "state")
-  if not os.path.isdir(state_dir):
+  if not io_util.isdir(state_dir):
     raise FileNotFoundError(f"{state_dir}: no checkpoint of step {step}")
   shapes = {"params": ckpt_lib.read_shapes(state_dir)["params"]}
   rules = [tuple(r) for r in config.get("partition_rules", [(".*", "fsdp")])]

@@ -1,20 +1,23 @@
-"""One process of the 2-process loopback test: init jax.distributed first, train, dump params."""
+"""One process of the 2-process loopback test: init jax.distributed first, train, dump params.
+
+jax.distributed starts under `__main__` only: input worker processes import this module again
+(multiprocessing spawn), and a second initialize with the same process id aborts the whole run.
+"""
 
 import sys
 
 from relations.train import distributed
 
-distributed.maybe_initialize(True)  # before any other JAX call
-
-from absl import logging  # pylint: disable=g-import-not-at-top
-import jax  # pylint: disable=g-import-not-at-top
-from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
-import numpy as np  # pylint: disable=g-import-not-at-top
-
-from relations.train import config_util, trainer  # pylint: disable=g-import-not-at-top
-
 
 def main(workdir, total_steps, out, *overrides):
+  distributed.maybe_initialize(True)  # before any other JAX call
+  from absl import logging  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top
+  from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+
+  from relations.train import config_util, trainer  # pylint: disable=g-import-not-at-top
+
   logging.set_verbosity(logging.INFO)
   config = config_util.load_config(
     "tests/toy_task.py",
