@@ -431,7 +431,7 @@ def test_fault_lock_released_when_training_fails(tmp_path):
   c = _config(total_steps=2)
   c.input.batch_size = 15  # not divisible by the 8 devices: fails after the lock is taken
   workdir = str(tmp_path / "w")
-  with pytest.raises(ValueError, match="should evenly divide"):
+  with pytest.raises(ValueError, match="input.batch_size=15 does not divide over the 8 devices"):
     trainer.train(c, workdir)
   assert not os.path.exists(os.path.join(workdir, workdir_lock.LOCK_NAME))
 
