@@ -25,6 +25,7 @@ _ORDER = (
   "Bleu_4",
   "METEOR",
   "CIDEr",
+  "ROUGE_L",
   "Unique",
   "Novel",
   "Novel_normalised",
@@ -32,8 +33,19 @@ _ORDER = (
   "DIV2_set",
   "DIV1_corpus",
   "DIV2_corpus",
+  "Vocab",
+  "Sent_Len",
+  "GT_Vocab",
+  "GT_Sent_Len",
 )
+# Table 6's vocabulary size and mean sentence length (words), not fractions.
+_NOT_FRACTIONS = frozenset(("Vocab", "Sent_Len", "GT_Vocab", "GT_Sent_Len"))
 _NOTES = {
+  "ROUGE_L": "pycocoevalcap Rouge (LCS, beta 1.2)",
+  "Vocab": "distinct words in the generations",
+  "Sent_Len": "mean words per generation",
+  "GT_Vocab": "distinct words in the references of the scored pairs",
+  "GT_Sent_Len": "mean words per reference",
   "Novel": "official (asymmetric: raw training sentences)",
   "Novel_normalised": "NOT official: training sentences PTB-tokenised",
   "DIV1_set": "distinct-1 within each (event, relation), mean",
@@ -105,6 +117,8 @@ def format_table(metrics: dict) -> str:
     value = metrics[key]
     if value is None:
       lines.append(f"{key:<18}{'n/a':>12}{'':>10}  {metrics.get('errors', {}).get(key, '')}")
+    elif key in _NOT_FRACTIONS:  # counts and lengths: no x100 column
+      lines.append(f"{key:<18}{value:>12.2f}{'':>10}  {_NOTES.get(key, '')}")
     else:
       lines.append(f"{key:<18}{value:>12.6f}{100 * value:>10.2f}  {_NOTES.get(key, '')}")
   lines.append(

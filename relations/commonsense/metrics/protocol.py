@@ -15,7 +15,9 @@ scripts/evaluate_generation.py:
 
 Result keys follow pycocoevalcap: ``Bleu_1``..``Bleu_4``, ``METEOR``,
 ``CIDEr``, ``Unique``, ``Novel`` (fractions; CIDEr as its scorer returns it),
-plus ``Novel_normalised``, ``DIV1_set``, ``DIV2_set``, ``DIV1_corpus``,
+plus ``ROUGE_L`` (pycocoevalcap ``Rouge``), ``Vocab`` / ``Sent_Len`` of the
+tokenised generations and ``GT_Vocab`` / ``GT_Sent_Len`` of the references of
+the scored pairs (each pair's list once; Table 6), ``Novel_normalised``, ``DIV1_set``, ``DIV2_set``, ``DIV1_corpus``,
 ``DIV2_corpus``, ``num_hypotheses``, ``num_scored_pairs``,
 ``num_skipped_pairs``.  If Java is missing, METEOR is None and
 ``errors['METEOR']`` says why; the other metrics are still computed (PTB
@@ -32,6 +34,7 @@ from relations.commonsense.metrics import diversity
 from relations.commonsense.metrics import java as java_lib
 from relations.commonsense.metrics import meteor as meteor_lib
 from relations.commonsense.metrics import ptb
+from relations.commonsense.metrics import rouge
 
 RELATIONS = ("intent", "before", "after")
 
@@ -219,12 +222,19 @@ def _python_metrics(result, hyps, refs, groups, train, train_tokens):
     result[f"Bleu_{k + 1}"] = b
   cider, _ = cider_lib.corpus_cider(hyps, refs)
   result["CIDEr"] = float(cider)
+  result["ROUGE_L"] = float(rouge.corpus_rouge_l(hyps, refs)[0])
+  result.update(rouge.vocab_stats(hyps))
   result["Unique"] = diversity.unique(hyps)
   # Tokenised generations of each scored record, for DIV.
-  tok_groups, pos = [], 0
+  tok_groups, gt_sentences, pos = [], [], 0
   for g in groups:
     tok_groups.append(hyps[pos : pos + len(g)])
+    if g:  # the pair's references, once per pair (items repeat them per generation)
+      gt_sentences.extend(refs[pos])
     pos += len(g)
+  if gt_sentences:  # Table 6's GT row: the references' vocabulary and length
+    gt = rouge.vocab_stats(gt_sentences)
+    result["GT_Vocab"], result["GT_Sent_Len"] = gt["Vocab"], gt["Sent_Len"]
   result.update(diversity.div_scores(tok_groups))
   if train is not None:
     result["Novel"] = diversity.novel(hyps, train)
