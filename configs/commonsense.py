@@ -25,6 +25,12 @@ Arg keys (`configs/commonsense.py:variant=small,inputs=image_event_place,pg=true
   visual      features (released 2048-d, default) | vit (shared ViT +
               RoI-Align over its patch grid).
   faithful    official attention (no mask over padding) instead of ours.
+  seq_len     whole-sequence width (layout.max_seq_len); 0 = the variant's default: 128 for the
+              paper variants, as the official code and its README command (`--max_seq_len 128`)
+              and released checkpoint use; `seq_len=256` is the paper's stated value (seed 003,
+              Sec. 6.1). The official segments fill at most 17 + 39 + 22 + 1 + 23 = 102
+              positions, so 256 only adds trailing padding (more compute; with `faithful`, whose
+              attention sees padding, slightly different activations).
 
 `get_hyper("table2")` lists the 16 Table 2 rows as arg strings (`relations.sweep` runs them,
 `relations.report` tabulates them in the paper's layout).
@@ -108,11 +114,14 @@ def get_config(arg=None):
     text_given=True,
     visual="features",
     faithful=False,
+    seq_len=0,
   )
   if arg.inputs not in INPUTS:
     raise ValueError(f"Config arg 'inputs': unknown {arg.inputs!r} ({', '.join(INPUTS)})")
   if arg.visual not in ("features", "vit"):
     raise ValueError(f"Config arg 'visual': unknown {arg.visual!r} (features, vit)")
+  if arg.seq_len < 0:
+    raise ValueError(f"Config arg 'seq_len': must be >= 0 (0 = default), got {arg.seq_len}")
   if arg.variant not in ("tiny", "small", "medium", "large", "xl"):  # gpt2.SIZES
     raise ValueError(
       f"Config arg 'variant': unknown {arg.variant!r} (tiny, small, medium, large, xl)"
@@ -211,4 +220,16 @@ def get_config(arg=None):
       log_every=50,
     )
     c.evals.val.update(max_new_tokens=12, batch_size=64, acc50_batch_size=16)
+  if arg.seq_len:
+    lay = c.layout
+    # The prompt (image, event, place, relation) plus one inference token must fit.
+    need = lay.num_max_boxes + 2 + lay.max_event + lay.max_place + 2
+    if arg.seq_len < need:
+      raise ValueError(
+        f"Config arg 'seq_len': {arg.seq_len} is shorter than this layout's prompt plus one "
+        f"token ({need})"
+      )
+    lay.max_seq_len = arg.seq_len
+    if tiny:  # its from-scratch LM has only max_len positions
+      c.model.lm.max_len = max(c.model.lm.max_len, arg.seq_len)
   return c
