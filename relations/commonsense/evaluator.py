@@ -335,7 +335,13 @@ class Evaluator:
       train = records_lib.load_annotations(train_path) if os.path.exists(train_path) else None
       workers = int(self.ec.get("meteor_workers", 0)) or None
       metrics = protocol.score_generations(
-        annots, gens, train, meteor=bool(self.ec.meteor), meteor_workers=workers, gens_name=gen_path
+        annots,
+        gens,
+        train,
+        meteor=bool(self.ec.meteor),
+        meteor_workers=workers,
+        gens_name=gen_path,
+        distinct_n=bool(self.ec.get("distinct_n", False)),
       )
       if queries:
         metrics.update(

@@ -2,7 +2,7 @@
 
   python -m relations.evaluate commonsense --annotations val_annots.json \\
       --generations GENS.json [--train-annotations train_annots.json] \\
-      [--output metrics.json] [--no-meteor] [--meteor-workers N]
+      [--output metrics.json] [--no-meteor] [--meteor-workers N] [--distinct-n] [--gt-row]
 
 GENS.json is the official generation output (list of records with
 ``event_idx``, ``inference_relation``, ``generations``).  Prints a table and
@@ -29,6 +29,8 @@ _ORDER = (
   "Unique",
   "Novel",
   "Novel_normalised",
+  "DIV1_S",
+  "DIV2_S",
   "DIV1_set",
   "DIV2_set",
   "DIV1_corpus",
@@ -48,6 +50,8 @@ _NOTES = {
   "GT_Sent_Len": "mean words per reference",
   "Novel": "official (asymmetric: raw training sentences)",
   "Novel_normalised": "NOT official: training sentences PTB-tokenised",
+  "DIV1_S": "seed: distinct unigrams / words per 5-sentence set, mean",
+  "DIV2_S": "seed: distinct bigrams / words per 5-sentence set, mean",
   "DIV1_set": "distinct-1 within each (event, relation), mean",
   "DIV2_set": "distinct-2 within each (event, relation), mean",
   "DIV1_corpus": "distinct-1 over all generations",
@@ -121,6 +125,12 @@ def format_table(metrics: dict) -> str:
       lines.append(f"{key:<18}{value:>12.2f}{'':>10}  {_NOTES.get(key, '')}")
     else:
       lines.append(f"{key:<18}{value:>12.6f}{100 * value:>10.2f}  {_NOTES.get(key, '')}")
+  if "num_sentences" in metrics:  # the GT row
+    lines.append(
+      f"reference sentences: {metrics['num_sentences']}  sets (event, relation): "
+      f"{metrics['num_sets']}"
+    )
+    return "\n".join(lines)
   lines.append(
     f"hypotheses: {metrics['num_hypotheses']}  scored (event, "
     f"relation) pairs: {metrics['num_scored_pairs']}  skipped "
@@ -171,6 +181,18 @@ def run(argv=None) -> dict:
     "does not cover)",
   )
   parser.add_argument("--meteor-workers", type=cli_errors.int_in(1, 256), default=None)
+  parser.add_argument(
+    "--distinct-n",
+    action="store_true",
+    help="also DIV as distinct-n (distinct / total n-grams: DIV{1,2}_set, DIV{1,2}_corpus) next "
+    "to the seed's DIV1_S / DIV2_S (distinct n-grams / words per set)",
+  )
+  parser.add_argument(
+    "--gt-row",
+    action="store_true",
+    help="also score the references as generations (the tables' GT row: Unique, Novel, "
+    "DIV, Vocab, Sent_Len), written under the key 'GT'",
+  )
   args = parser.parse_args(argv)
 
   annotations = load_json(args.annotations, "annotations")
@@ -188,7 +210,12 @@ def run(argv=None) -> dict:
       meteor_workers=args.meteor_workers,
       gens_name=args.generations,
       annots_name=args.annotations,
+      distinct_n=args.distinct_n,
     )
+    if args.gt_row:
+      metrics["GT"] = protocol.ground_truth_metrics(
+        annotations, train, annots_name=args.annotations, distinct_n=args.distinct_n
+      )
   except protocol.ProtocolError as e:
     raise cli_errors.InputError(str(e)) from None
   except java_lib.JavaNotFoundError as e:
@@ -197,6 +224,9 @@ def run(argv=None) -> dict:
       "metric, runs the Stanford CoreNLP jar for these captions)"
     ) from None
   print(format_table(metrics))
+  if "GT" in metrics:
+    print("\nGT (references scored as generations)")
+    print(format_table(metrics["GT"]))
   if args.output:
     write_json_atomic(args.output, metrics)
     print(f"wrote {args.output}")

@@ -17,17 +17,19 @@ with --diversity):
 * Novel_normalised (ours, NOT official): the same, but training sentences are
   PTB-tokenised like the predictions first.
 
-DIV (not found in any official code; the spec recommends pinning both):
-on PTB-tokenised, use_same_id-normalised generations, distinct-n =
-(number of distinct n-grams) / (total number of n-grams).
-* ``DIV1_set`` / ``DIV2_set``: distinct-1/2 over the 5 generations of one
-  (event, relation) pair, averaged over pairs that have at least one n-gram.
-* ``DIV1_corpus`` / ``DIV2_corpus``: distinct-1/2 over all generations pooled.
-Do not compare these with published "DIV1-S/DIV2-S" numbers until the paper's
-definition is confirmed.
+DIV, on PTB-tokenised, use_same_id-normalised generations (the paper replaces
+person tags by one tag for every diversity score):
+* ``DIV1_S`` / ``DIV2_S`` (default; the seed's definition, paper Table 5: "ratio of unique
+  unigrams/bigrams to number of words within the set of 5 sentences"): per scored
+  (event, relation) pair, distinct n-grams of its generations / their number of words; mean
+  over pairs with at least one word.  For n = 1 this equals distinct-1; for n = 2 it is
+  smaller (a set of 5 sentences has 5 fewer bigrams than words).
+* distinct-n, the earlier variant, only with ``distinct_n=True``: distinct n-grams / total
+  n-grams, ``DIV1_set`` / ``DIV2_set`` averaged over pairs that have at least one n-gram,
+  ``DIV1_corpus`` / ``DIV2_corpus`` over all generations pooled.
 """
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -96,13 +98,44 @@ def distinct_n(sentences: Sequence[str], n: int, _grams: dict | None = None) -> 
   return len(distinct) / total
 
 
-def div_scores(groups: Sequence[Sequence[str]]) -> dict[str, float]:
-  """DIV1/2 set-level (mean over groups) and corpus-level (pooled).
+def div_s(sentences: Sequence[str], n: int, _cache: dict | None = None) -> float | None:
+  """The seed's DIVn-S of one set: distinct n-grams / number of words; None if no words.
+
+  `_cache`: sentence -> (its n-grams, its word count), shared across calls with the same n.
+  """
+  if _cache is None:
+    _cache = {}
+  distinct, words = set(), 0
+  for s in sentences:
+    entry = _cache.get(s)
+    if entry is None:
+      tokens = use_same_id(s).split()
+      entry = _cache[s] = (_ngrams(tokens, n), len(tokens))
+    distinct.update(entry[0])
+    words += entry[1]
+  if not words:
+    return None
+  return len(distinct) / words
+
+
+def div_scores(groups: Sequence[Sequence[str]], distinct: bool = False) -> dict[str, float]:
+  """DIV1_S / DIV2_S (the seed's, mean over groups), plus distinct-n if `distinct`.
 
   Args:
     groups: per scored (event, relation) pair, its tokenised generations.
+    distinct: also the distinct-n variant (DIV{n}_set mean over groups, DIV{n}_corpus pooled).
+
+  Returns:
+    {"DIV1_S", "DIV2_S"} (+ {"DIV1_set", "DIV2_set", "DIV1_corpus", "DIV2_corpus"}); 0.0 when
+    no group has a word (n-gram).
   """
   out = {}
+  for n in (1, 2):
+    grams = {}
+    per_group = [d for d in (div_s(g, n, grams) for g in groups) if d is not None]
+    out[f"DIV{n}_S"] = float(np.mean(per_group)) if per_group else 0.0
+  if not distinct:
+    return out
   pooled = [s for g in groups for s in g]
   for n in (1, 2):
     grams = {}  # Sentence -> its n-grams, computed once per distinct one.

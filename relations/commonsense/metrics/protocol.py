@@ -17,8 +17,9 @@ Result keys follow pycocoevalcap: ``Bleu_1``..``Bleu_4``, ``METEOR``,
 ``CIDEr``, ``Unique``, ``Novel`` (fractions; CIDEr as its scorer returns it),
 plus ``ROUGE_L`` (pycocoevalcap ``Rouge``), ``Vocab`` / ``Sent_Len`` of the
 tokenised generations and ``GT_Vocab`` / ``GT_Sent_Len`` of the references of
-the scored pairs (each pair's list once; Table 6), ``Novel_normalised``, ``DIV1_set``, ``DIV2_set``, ``DIV1_corpus``,
-``DIV2_corpus``, ``num_hypotheses``, ``num_scored_pairs``,
+the scored pairs (each pair's list once; Table 6), ``Novel_normalised``,
+``DIV1_S``, ``DIV2_S`` (the seed's DIV; with ``distinct_n`` also ``DIV1_set``,
+``DIV2_set``, ``DIV1_corpus``, ``DIV2_corpus``), ``num_hypotheses``, ``num_scored_pairs``,
 ``num_skipped_pairs``.  If Java is missing, METEOR is None and
 ``errors['METEOR']`` says why; the other metrics are still computed (PTB
 tokenisation needs Java only for captions outside its pure-Python class).
@@ -159,6 +160,7 @@ def score_generations(
   meteor_workers: int | None = None,
   gens_name: str = "generations",
   annots_name: str = "annotations",
+  distinct_n: bool = False,
 ) -> dict:
   """Scores VisualCOMET generations with the official protocol.
 
@@ -170,6 +172,8 @@ def score_generations(
     meteor: compute METEOR (needs Java).
     meteor_workers: METEOR processes (default: one per core).
     gens_name / annots_name: names used in error messages (file names).
+    distinct_n: also report DIV as distinct-n (``DIV{1,2}_set`` / ``_corpus``) next to the
+      seed's ``DIV1_S`` / ``DIV2_S``.
 
   Returns:
     Dict of metrics (see module docstring).
@@ -201,7 +205,7 @@ def score_generations(
     if train is not None:
       train_tokens = pool.submit(ptb.tokenize, train)
     try:
-      _python_metrics(result, hyps, refs, groups, train, train_tokens)
+      _python_metrics(result, hyps, refs, groups, train, train_tokens, distinct_n)
       if meteor_run is not None:
         result["METEOR"] = meteor_run.result()
     finally:
@@ -215,7 +219,7 @@ def score_generations(
   return result
 
 
-def _python_metrics(result, hyps, refs, groups, train, train_tokens):
+def _python_metrics(result, hyps, refs, groups, train, train_tokens, distinct_n=False):
   """BLEU, CIDEr, Unique, Novel(s) and DIV into `result`."""
   bleus = bleu_lib.corpus_bleu(hyps, refs)
   for k, b in enumerate(bleus):
@@ -235,7 +239,64 @@ def _python_metrics(result, hyps, refs, groups, train, train_tokens):
   if gt_sentences:  # Table 6's GT row: the references' vocabulary and length
     gt = rouge.vocab_stats(gt_sentences)
     result["GT_Vocab"], result["GT_Sent_Len"] = gt["Vocab"], gt["Sent_Len"]
-  result.update(diversity.div_scores(tok_groups))
+  result.update(diversity.div_scores(tok_groups, distinct=distinct_n))
   if train is not None:
     result["Novel"] = diversity.novel(hyps, train)
     result["Novel_normalised"] = diversity.novel(hyps, train_tokens.result())
+
+
+def ground_truth_metrics(
+  annotations: Sequence[dict],
+  train_annotations: Sequence[dict] | None = None,
+  *,
+  annots_name: str = "annotations",
+  distinct_n: bool = False,
+) -> dict:
+  """The "GT" row of Tables 2, 5 and 6: the references scored as if they were generations.
+
+  Every (event, relation) pair with a non-empty reference list is one set (as the 5 samples of
+  a scored pair are); its sentences are PTB-tokenised like generations.
+
+  Args:
+    annotations: the reference ``*_annots.json`` list.
+    train_annotations: ``train_annots.json`` list; enables Novel (official and normalised).
+    annots_name: the file name used in error messages.
+    distinct_n: also the distinct-n DIV variant.
+
+  Returns:
+    {"Unique", "DIV1_S", "DIV2_S", "Vocab", "Sent_Len", "num_sentences", "num_sets"} (+ "Novel",
+    "Novel_normalised"; + distinct-n keys), fractions as in `score_generations`.
+
+  Raises:
+    ProtocolError: a malformed record (named) or no reference sentence at all.
+  """
+  sets = []
+  for i, rec in enumerate(annotations):
+    if not isinstance(rec, dict):
+      raise ProtocolError(f"{annots_name}: record {i}: expected an object")
+    for rel in RELATIONS:
+      sents = rec.get(rel, [])
+      if not isinstance(sents, list) or not all(isinstance(x, str) for x in sents):
+        raise ProtocolError(f"{annots_name}: record {i}: field {rel!r} must be a list of strings")
+      if sents:
+        sets.append(sents)
+  if not sets:
+    raise ProtocolError(f"{annots_name}: no intent / before / after sentence (no GT row)")
+  flat = [s for group in sets for s in group]
+  train = diversity.train_sentences(train_annotations) if train_annotations is not None else []
+  # One tokenizer run for both (the tokenizer is per line, so this equals two runs).
+  tokens = ptb.tokenize(flat + train)
+  tok, train_tokens = tokens[: len(flat)], tokens[len(flat) :]
+  groups, pos = [], 0
+  for group in sets:
+    groups.append(tok[pos : pos + len(group)])
+    pos += len(group)
+  out = {"Unique": diversity.unique(tok)}
+  if train_annotations is not None:
+    out["Novel"] = diversity.novel(tok, train)
+    out["Novel_normalised"] = diversity.novel(tok, train_tokens)
+  out.update(diversity.div_scores(groups, distinct=distinct_n))
+  out.update(rouge.vocab_stats(tok))
+  out["num_sentences"] = len(tok)
+  out["num_sets"] = len(groups)
+  return out

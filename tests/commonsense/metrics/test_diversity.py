@@ -22,7 +22,7 @@ def test_div_unique_novel_equal_naive_definitions():
   groups = [[rng.choice(pool) for _ in range(rng.choice([1, 5]))] for _ in range(400)]
   groups.append([""] * 5)  # No n-grams: left out of the set-level mean.
   pooled = [s for g in groups for s in g]
-  got = diversity.div_scores(groups)
+  got = diversity.div_scores(groups, distinct=True)
   for n in (1, 2):
     per_group = [d for d in (_naive_distinct(g, n) for g in groups) if d is not None]
     assert got[f"DIV{n}_set"] == float(np.mean(per_group))

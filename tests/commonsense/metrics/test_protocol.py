@@ -47,7 +47,7 @@ def test_normalised_novel_and_div_known_values():
     {"event_idx": 0, "inference_relation": "after", "generations": ["x"] * 5},
   ]
   train = [{"before": ["Walk in.", "1's hat"]}]
-  got = protocol.score_generations(annots, gens, train, meteor=False)
+  got = protocol.score_generations(annots, gens, train, meteor=False, distinct_n=True)
   assert got["num_skipped_pairs"] == 1 and got["num_hypotheses"] == 5
   # Tokenised: walk in, walk in, sit down, 3 's hat, 2 's hat; use_same_id
   # maps both hats to "1's hat": 3 unique of 5.
@@ -61,6 +61,9 @@ def test_normalised_novel_and_div_known_values():
   assert got["DIV1_set"] == pytest.approx(6 / 10)
   assert got["DIV1_corpus"] == pytest.approx(6 / 10)
   assert got["DIV2_set"] == pytest.approx(3 / 5)
+  # The seed's DIV-S divides by the 10 words of the set instead.
+  assert got["DIV1_S"] == pytest.approx(6 / 10)
+  assert got["DIV2_S"] == pytest.approx(3 / 10)
 
 
 def test_missing_java_still_scores_the_rest(monkeypatch, tmp_path):
