@@ -344,9 +344,13 @@ class Evaluator:
         distinct_n=bool(self.ec.get("distinct_n", False)),
       )
       if queries:
-        metrics.update(
-          rank.accuracy_from_scores(queries, [s[0] for s in scores], [s[1] for s in scores])
-        )
+        nll, ntok = [s[0] for s in scores], [s[1] for s in scores]
+        metrics.update(rank.accuracy_from_scores(queries, nll, ntok))
+        # The ranking in the official run_rank.py layout, which `relations.evaluate commonsense
+        # --acc50 --candidates FILE` re-scores without the model.
+        rank_path = os.path.join(outdir, f"{self.ec.split}_rank_random_50.json")
+        rank.write_official_results(rank_path, annots, queries, nll, ntok)
+        metrics["rank_file"] = rank_path
       metrics["generations_file"] = gen_path
       io_util.write_json_atomic(os.path.join(outdir, "metrics.json"), metrics)
       return {

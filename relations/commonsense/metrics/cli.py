@@ -3,6 +3,8 @@
   python -m relations.evaluate commonsense --annotations val_annots.json \\
       --generations GENS.json [--train-annotations train_annots.json] \\
       [--output metrics.json] [--no-meteor] [--meteor-workers N] [--distinct-n] [--gt-row]
+  python -m relations.evaluate commonsense --annotations val_annots.json \\
+      --acc50 --candidates val_rank_random_50.json [--generations GENS.json]
 
 GENS.json is the official generation output (list of records with
 ``event_idx``, ``inference_relation``, ``generations``).  Prints a table and
@@ -16,6 +18,7 @@ import sys
 from relations import cli_errors
 from relations.commonsense.metrics import java as java_lib
 from relations.commonsense.metrics import protocol
+from relations.commonsense.metrics import rank
 from relations.io_util import write_json_atomic  # pylint: disable=unused-import  (re-exported)
 
 _ORDER = (
@@ -29,6 +32,7 @@ _ORDER = (
   "Unique",
   "Novel",
   "Novel_normalised",
+  "Acc@50",
   "DIV1_S",
   "DIV2_S",
   "DIV1_set",
@@ -160,9 +164,9 @@ def run(argv=None) -> dict:
   )
   parser.add_argument(
     "--generations",
-    required=True,
+    default=None,
     type=cli_errors.existing_file,
-    help="official generation output JSON",
+    help="official generation output JSON (required unless --acc50)",
   )
   parser.add_argument(
     "--train-annotations",
@@ -193,12 +197,44 @@ def run(argv=None) -> dict:
     help="also score the references as generations (the tables' GT row: Unique, Novel, "
     "DIV, Vocab, Sent_Len), written under the key 'GT'",
   )
+  parser.add_argument(
+    "--acc50",
+    action="store_true",
+    help="Acc@50 from a ranking file in the official layout (--candidates)",
+  )
+  parser.add_argument(
+    "--candidates",
+    default=None,
+    type=cli_errors.existing_file,
+    help="with --acc50: <split>_rank_random_50.json as visual-comet scripts/run_rank.py (or our "
+    "evaluator) writes it: {'mean_recall', 'results': [record + inference_candidate_indices, "
+    "rank, num_gt, recall]}; candidate indices point into the expanded --annotations records",
+  )
   args = parser.parse_args(argv)
+  if args.acc50 != (args.candidates is not None):
+    parser.error("--acc50 and --candidates FILE go together")
+  if args.generations is None and not args.acc50:
+    parser.error("the following arguments are required: --generations (or --acc50)")
 
   annotations = load_json(args.annotations, "annotations")
+  check_annotations(annotations, args.annotations, "annotations", need_sentences=False)
+  acc50 = None
+  if args.acc50:
+    try:
+      acc50 = rank.accuracy_from_official_results(args.candidates, annotations)
+    except ValueError as e:
+      raise cli_errors.InputError(str(e)) from None
+    if args.generations is None:
+      print(
+        f"{'Acc@50':<18}{acc50['Acc@50']:>12.6f}{100 * acc50['Acc@50']:>10.2f}  "
+        f"{acc50['num_queries']} queries"
+      )
+      if args.output:
+        write_json_atomic(args.output, acc50)
+        print(f"wrote {args.output}")
+      return acc50
   generations = load_json(args.generations, "generations")
   train = load_json(args.train_annotations, "train annotations") if args.train_annotations else None
-  check_annotations(annotations, args.annotations, "annotations", need_sentences=False)
   if train is not None:
     check_annotations(train, args.train_annotations, "train annotations", need_sentences=True)
   try:
@@ -223,6 +259,9 @@ def run(argv=None) -> dict:
       f"{e} (--no-meteor skips only METEOR; the official PTB tokenisation, used by every "
       "metric, runs the Stanford CoreNLP jar for these captions)"
     ) from None
+  if acc50 is not None:
+    metrics["Acc@50"] = acc50["Acc@50"]
+    metrics["num_acc50_queries"] = acc50["num_queries"]
   print(format_table(metrics))
   if "GT" in metrics:
     print("\nGT (references scored as generations)")

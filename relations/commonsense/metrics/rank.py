@@ -248,3 +248,119 @@ def accuracy_from_scores(
     "Acc@50_plain_n": float(np.mean(recalls_plain)),
     "num_queries": len(queries),
   }
+
+
+def ranking_order(nll: np.ndarray, ntok: np.ndarray) -> list[int]:
+  """Candidate positions sorted by the official score (mean NLL, n + 1 denominator), stable."""
+  s = np.asarray(nll, np.float64) / (np.asarray(ntok, np.int64) + 1)
+  return np.argsort(s, kind="stable").tolist()
+
+
+def write_official_results(
+  path: str,
+  annotations: Sequence[dict],
+  queries: Sequence[dict],
+  nll: Sequence[np.ndarray],
+  ntok: Sequence[np.ndarray],
+) -> dict:
+  """Writes a ranking in the layout of the official ``<split>_rank_random_50.json``.
+
+  As visual-comet scripts/run_rank.py writes it: ``{"mean_recall": float, "results": [...]}``,
+  one result per query: its expanded record plus ``inference_candidate_indices`` (indices into
+  the expanded records, ground truths first), ``rank`` (candidate positions, best first),
+  ``num_gt`` and ``recall``.
+
+  Args:
+    path: the JSON file (written to a temporary name, then renamed).
+    annotations: the annotation list the candidates index.
+    queries: the candidate lists.
+    nll / ntok: per query, [C] summed NLL and [C] labelled tokens of its candidates.
+
+  Returns:
+    The written object.
+  """
+  records = expand_records(annotations)
+  results, recalls = [], []
+  for q, query in enumerate(queries):
+    order = ranking_order(nll[q], ntok[q])
+    num_gt = int(query["num_gt"])
+    recall = sum(1 for i in order[:num_gt] if i < num_gt) / num_gt
+    recalls.append(recall)
+    results.append(
+      dict(
+        records[query["query"]],
+        inference_candidate_indices=[int(c) for c in query["candidates"]],
+        rank=order,
+        num_gt=num_gt,
+        recall=recall,
+      )
+    )
+  out = {"mean_recall": float(np.mean(recalls)) if recalls else 0.0, "results": results}
+  io_util.write_json_atomic(path, out, indent=None, newline=False)
+  return out
+
+
+def accuracy_from_official_results(path: str, annotations: Sequence[dict]) -> dict:
+  """Acc@50 of a ranking file in the official layout (model-free), checked against `annotations`.
+
+  Each result's ``rank`` gives recall = |{positions < num_gt among rank[:num_gt]}| / num_gt;
+  Acc@50 is the mean.  The file's own ``recall`` values and ``mean_recall``, when present, must
+  agree with that.
+
+  Args:
+    path: ``<split>_rank_random_50.json`` as run_rank.py writes it (or a bare list of results).
+    annotations: the annotation list it ranks (its expanded records are what the candidate
+      indices point at).
+
+  Returns:
+    {"Acc@50": mean recall, "num_queries": Q}.
+
+  Raises:
+    ValueError: naming the file, the result and the field.
+  """
+  with open(path) as f:
+    data = json.load(f)
+  results = data.get("results") if isinstance(data, dict) else data
+  if not isinstance(results, list) or not results:
+    raise ValueError(f"{path}: expected {{'results': [...]}} (or a list) of ranked queries")
+  queries = candidates_from_official(path, expand_records(annotations))
+  records = expand_records(annotations)
+  recalls = []
+  for q, (res, query) in enumerate(zip(results, queries)):
+    where = f"{path}: result {q}"
+    cands, num_gt = query["candidates"], query["num_gt"]
+    if "rank" not in res:
+      raise ValueError(
+        f"{where}: missing field 'rank' (a candidate file without a model's ranking: score it "
+        "with the evaluator's acc50_candidates=FILE)"
+      )
+    order = res["rank"]
+    if sorted(order) != list(range(len(cands))):
+      raise ValueError(
+        f"{where}: field 'rank' must be a permutation of 0..{len(cands) - 1} (the candidates)"
+      )
+    if not 1 <= num_gt <= len(cands):
+      raise ValueError(f"{where}: field 'num_gt'={num_gt} outside 1..{len(cands)}")
+    for c in cands:
+      if not (isinstance(c, int) and 0 <= c < len(records)):
+        raise ValueError(
+          f"{where}: field 'inference_candidate_indices': {c!r} is not an index of the "
+          f"{len(records)} expanded annotation records"
+        )
+    key = _key(records[query["query"]])
+    if any(_key(records[c]) != key for c in cands[:num_gt]):
+      raise ValueError(
+        f"{where}: field 'inference_candidate_indices': the first num_gt={num_gt} are not all "
+        f"ground truths of {key!r}"
+      )
+    recall = sum(1 for i in order[:num_gt] if i < num_gt) / num_gt
+    if "recall" in res and not np.isclose(float(res["recall"]), recall, rtol=0, atol=1e-12):
+      raise ValueError(f"{where}: field 'recall'={res['recall']} but its rank gives {recall}")
+    recalls.append(recall)
+  acc = float(np.mean(recalls))
+  if isinstance(data, dict) and "mean_recall" in data:
+    if not np.isclose(float(data["mean_recall"]), acc, rtol=0, atol=1e-9):
+      raise ValueError(
+        f"{path}: field 'mean_recall'={data['mean_recall']} but the ranks give {acc}"
+      )
+  return {"Acc@50": acc, "num_queries": len(recalls)}
