@@ -196,6 +196,9 @@ def get_config(arg=None):
     acc50_batch_size=4,  # queries (x 50 candidates) per call
     acc50_max_queries=0,  # 0 = all; >0 = first N (quick)
   )
+  # The blind test split (no references): `relations.predict --eval test` writes the leaderboard
+  # submission and scores nothing; never run during training nor by a bare `relations.predict`.
+  c.evals.test = dict(c.evals.val.to_dict(), split="test", acc50=False, during_training=False)
   if tiny:
     c.data.data_dir = "/tmp/tfds_relations_tiny"
     c.data.image_size = 64
@@ -220,6 +223,7 @@ def get_config(arg=None):
       log_every=50,
     )
     c.evals.val.update(max_new_tokens=12, batch_size=64, acc50_batch_size=16)
+    c.evals.test.update(max_new_tokens=12, batch_size=64)
   if arg.seq_len:
     lay = c.layout
     # The prompt (image, event, place, relation) plus one inference token must fit.

@@ -4,7 +4,8 @@
 Restores the latest (or given) checkpoint of a training run and runs its registered evaluators
 (`config.evals.<NAME>`), which write predictions in the official format for their split under
 `W/eval/<NAME>/` (or `OUT/eval/<NAME>/` with `--output OUT`, for a run that must stay as it is,
-e.g. read-only) and score them. Without `--eval` every configured evaluator runs. On a split
+e.g. read-only) and score them. Without `--eval` every configured evaluator runs except those
+with `during_training=False` (run only when named). On a split
 without ground truth (video relations: `--eval test`, the VidOR test split) the evaluator writes
 the official challenge file, validates it, prints its path and size and scores nothing.
 
@@ -71,7 +72,11 @@ def main(argv=None) -> int:
   )
   # Everything is checked before JAX, orbax or an evaluator starts.
   config = cli.load_checked_config(args.config, overrides)
-  names = args.eval or list((config.get("evals") or {}).keys())
+  # Without --eval: every evaluator but those marked during_training=False (a blind test split's
+  # submission is written only when asked for by name).
+  names = args.eval or [
+    n for n, c in (config.get("evals") or {}).items() if c.get("during_training", True)
+  ]
   unknown = [n for n in names if n not in (config.get("evals") or {})]
   if unknown:
     raise cli_errors.InputError(

@@ -306,6 +306,29 @@ class Evaluator:
       mesh=mesh,
     )
 
+  # ---------------------------------------------------------------- blind split
+  def _finish_blind(self, items, annots, gen_path, outdir) -> dict[str, float]:
+    """A split without references (test): write and validate the submission, score nothing."""
+
+    def finalize(gathered):
+      gens = [r for _, (_, _, r) in gathered]
+      if not int(self.ec.get("max_records", 0)):  # a capped run cannot be a full submission
+        official.validate_submission(gens, annots, int(self.ec.num_samples), name=gen_path)
+      official.write(gen_path, gens)
+      size = os.path.getsize(gen_path)
+      print(
+        f"{self.ec.split}: no references (blind split); wrote the leaderboard submission "
+        f"{gen_path} ({len(gens)} records, {size} bytes); nothing scored",
+        flush=True,
+      )
+      io_util.write_json_atomic(
+        os.path.join(outdir, "metrics.json"),
+        {"generations_file": gen_path, "num_records": len(gens), "scored": False},
+      )
+      return {"num_records": float(len(gens)), "submission_bytes": float(size)}
+
+    return eval_loop.finish([((0, item[1]), item) for item in items], finalize)
+
   # ---------------------------------------------------------------- run
   def run(self, params, step) -> dict[str, float]:
     """Generates, writes the official JSON once, scores it (+ Acc@50).
@@ -322,6 +345,8 @@ class Evaluator:
     root = self.config.data.manual_dir
     annots = records_lib.load_annotations(os.path.join(root, f"{self.ec.split}_annots.json"))
     items = [("gen", i, r) for i, r in self.generate(local, mesh)]
+    if official.is_blind(annots):
+      return self._finish_blind(items, annots, gen_path, outdir)
     queries = []
     if self.ec.get("acc50", True):
       queries = self.acc50_queries(annots)

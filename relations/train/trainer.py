@@ -507,7 +507,12 @@ def _train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Tra
   step_fn = make_train_step(
     model, task, config, s["tx"], s["schedule"], s["state_sh"], s["batch_sh"], s["repl"]
   )
-  evaluators = build_evaluators(model, config, workdir)
+  # `during_training=False` evaluators (e.g. a blind test split) run only from relations.predict.
+  evaluators = {
+    n: e
+    for n, e in build_evaluators(model, config, workdir).items()
+    if config.evals[n].get("during_training", True)
+  }
 
   # ---------------------------------------------------------------- Train loop
   from clu import periodic_actions  # pylint: disable=g-import-not-at-top

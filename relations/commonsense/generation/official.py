@@ -17,7 +17,7 @@ and misalign every later one; our exact scorer rejects it instead.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from relations import io_util
 from relations.commonsense.data.visualcomet import records as records_lib
@@ -71,3 +71,51 @@ def record(
 def write(path: str, records: list[dict]) -> None:
   """Writes the list to `path` via a temporary file and a rename."""
   io_util.write_json_atomic(path, records, indent=None, newline=False)
+
+
+RELATIONS = ("intent", "before", "after")
+
+
+def is_blind(annotations: Sequence[dict]) -> bool:
+  """True for a split without references (the released test_annots.json: no record has an
+  intent, before or after field)."""
+  return not any(rel in rec for rec in annotations for rel in RELATIONS)
+
+
+def validate_submission(
+  records: Sequence[dict], annotations: Sequence[dict], num_samples: int, name: str = "submission"
+) -> None:
+  """Checks a generation list against the leaderboard's expectations.
+
+  The leaderboard (allenai/mosaic-leaderboard visualcomet/evaluator/eval.py) reads
+  ``refs[event_idx][inference_relation]`` of its hidden copy of the split for every record, so
+  the file must hold, for every event of the split, each of the 3 relations exactly once, in the
+  generation order (event_idx, then intent, before, after), each with `num_samples` strings, and
+  ``img_fn`` / ``event`` must be those of annotation ``event_idx``.
+
+  Raises:
+    ValueError: naming the file (`name`), the record and the field.
+  """
+  want = [(e, rel) for e in range(len(annotations)) for rel in RELATIONS]
+  if len(records) != len(want):
+    raise ValueError(
+      f"{name}: {len(records)} records, expected {len(want)} (3 relations x "
+      f"{len(annotations)} events)"
+    )
+  for r, (rec, (e, rel)) in enumerate(zip(records, want)):
+    where = f"{name}: record {r}"
+    got = (rec.get("event_idx"), rec.get("inference_relation"))
+    if got != (e, rel):
+      raise ValueError(
+        f"{where}: fields 'event_idx'/'inference_relation' are {got}, expected {(e, rel)}"
+      )
+    for field in ("img_fn", "event"):
+      if rec.get(field) != annotations[e].get(field):
+        raise ValueError(f"{where}: field {field!r} differs from annotation record {e}")
+    gens = rec.get("generations")
+    if (
+      not isinstance(gens, list)
+      or len(gens) != num_samples
+      or not all(isinstance(g, str) for g in gens)
+    ):
+      raise ValueError(f"{where}: field 'generations' must be a list of {num_samples} strings")
