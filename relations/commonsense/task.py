@@ -192,6 +192,9 @@ def encode(
     mode=config.loss.mode,
   )
   ids, labels = np.array(enc["input_ids"]), np.array(enc["labels"])
+  if config.loss.get("target", "inference") == "event_place":
+    # Table 6's "Image -> Event + Place": only the event and place spans are targets.
+    labels[lay.relation_pos :] = sequence.IGNORE
   _mask_segments(ids, labels, lay, tok.eos_id, inp.event and text_given, inp.place and text_given)
   out = {
     "input_ids": ids.astype(np.int32),

@@ -213,6 +213,7 @@ def test_commonsense_sharded_eval_two_processes_equal_one(tmp_path):
     with open(os.path.join(w, "eval", "val", "step_1", "metrics.json")) as f:
       d = json.load(f)
     assert d.pop("generations_file") == os.path.join(w, "eval", gen)
+    assert d.pop("rank_file") == os.path.join(w, "eval", "val", "step_1", "val_rank_random_50.json")
     metrics.append(d)
   assert metrics[0] == metrics[1]
 
