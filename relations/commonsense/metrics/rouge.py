@@ -54,10 +54,19 @@ def sentence_rouge_l(hyp: str, refs: Sequence[str], beta: float = BETA) -> float
   if not refs:
     raise ValueError("ROUGE-L needs at least one reference")
   hyp_tokens = hyp.split(" ")
+  hyp_set = set(hyp_tokens)
   best_p = best_r = 0.0
   for ref in refs:
     ref_tokens = ref.split(" ")
-    lcs = lcs_length(ref_tokens, hyp_tokens)
+    # Tokens absent from the other sentence are never part of a common subsequence: dropping
+    # them leaves the LCS length unchanged and shrinks the table (often to nothing).
+    common = hyp_set.intersection(ref_tokens)
+    if common:
+      lcs = lcs_length(
+        [t for t in ref_tokens if t in common], [t for t in hyp_tokens if t in common]
+      )
+    else:
+      lcs = 0
     best_p = max(best_p, lcs / float(len(hyp_tokens)))
     best_r = max(best_r, lcs / float(len(ref_tokens)))
   if best_p == 0 or best_r == 0:

@@ -100,3 +100,14 @@ def test_protocol_reports_rouge_equal_to_official_and_vocab():
   assert got["Sent_Len"] == sum(len(h.split()) for h in hyps) / len(hyps)
   refs = sorted({r for rs in tok_refs.values() for r in rs})
   assert got["GT_Vocab"] == len({w for r in refs for w in r.split()})
+
+
+def test_sparse_overlap_cases_equal_pycocoevalcap():
+  # A larger vocabulary: many pairs share no or few words (the shortcut's paths).
+  rng = random.Random(7)
+  words = [f"w{i}" for i in range(40)]
+  scorer = Rouge()
+  for _ in range(300):
+    refs = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 9))) for _ in range(3)]
+    hyp = " ".join(rng.choice(words) for _ in range(rng.randint(0, 9)))
+    assert rouge.sentence_rouge_l(hyp, refs) == scorer.calc_score([hyp], refs), (hyp, refs)
