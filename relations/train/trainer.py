@@ -36,6 +36,7 @@ from relations.train import optim
 from relations.train import perf
 from relations.train import prefetch
 from relations.train import sharding
+from relations.train import summaries
 from relations.train import workdir_lock
 
 
@@ -579,6 +580,7 @@ def _train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Tra
       stop = preemption.agreed(done, sync_every)
       if done % ckpt_every == 0 or done == total_steps or stop:
         ckpt_lib.save(mngr, done, state, meta(done), force=True)
+        summaries.write_param_overview(writer, done, state["params"])  # norms, histograms
       if stop and done < total_steps:  # after the last step's save, the run is complete
         preempted = True
         logging.warning("Preempted: checkpoint saved at step %d", done)
@@ -587,18 +589,14 @@ def _train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Tra
         every = int(config.evals[name].get("every_steps", 0))
         if (every and done % every == 0) or done == total_steps:
           res = _run_eval(name, ev, state["params"], done, progress, is_lead, eval_fatal)
+          res = summaries.write_eval(writer, done, name, res)  # scalars + media
           eval_metrics.update({f"{name}/{k}": v for k, v in res.items()})
-          writer.write_scalars(
-            done, {f"{name}/{k}": float(v) for k, v in res.items() if np.isscalar(v)}
-          )
     if start >= total_steps > 0:
       # Trained to the end before but stopped before its final evaluation finished: run it now.
       for name, ev in evaluators.items():
         res = _run_eval(name, ev, state["params"], start, progress, is_lead, eval_fatal)
+        res = summaries.write_eval(writer, start, name, res)  # scalars + media
         eval_metrics.update({f"{name}/{k}": v for k, v in res.items()})
-        writer.write_scalars(
-          start, {f"{name}/{k}": float(v) for k, v in res.items() if np.isscalar(v)}
-        )
     profiler.close(state)  # a run that ended inside the profiled range
     mngr.wait_until_finished()
   writer.flush()
