@@ -96,7 +96,7 @@ def main(argv=None) -> int:
     cli_errors.check_output_dir(args.output)
   distributed.maybe_initialize(args.distributed)
   import jax  # pylint: disable=g-import-not-at-top
-  from relations.train import trainer  # pylint: disable=g-import-not-at-top
+  from relations.train import summaries, trainer  # pylint: disable=g-import-not-at-top
 
   model, params, step, mesh = trainer.restore_params(config, args.workdir, args.step)
   evaluators = trainer.build_evaluators(model, config, output)
@@ -104,7 +104,7 @@ def main(argv=None) -> int:
   with jax.set_mesh(mesh):
     for name in names:
       t0 = time.perf_counter()
-      res = evaluators[name].run(params, step)
+      res, _ = summaries.split_media(evaluators[name].run(params, step))  # TensorBoard's only
       seconds = time.perf_counter() - t0
       results[name] = {k: float(v) for k, v in res.items()}
       print(f"[{name}] step {step}: " + ", ".join(f"{k}={float(v):.4f}" for k, v in res.items()))

@@ -50,7 +50,7 @@ from relations.commonsense import model as vl_generator
 from relations.commonsense import task
 from relations.commonsense.text import person_tags
 from relations.commonsense.text import sequence
-from relations.train import eval_loop
+from relations.train import eval_loop, summaries
 
 HEADLINE = (
   "Bleu_1",
@@ -378,13 +378,19 @@ class Evaluator:
         metrics["rank_file"] = rank_path
       metrics["generations_file"] = gen_path
       io_util.write_json_atomic(os.path.join(outdir, "metrics.json"), metrics)
+      sample = [
+        (f"{g.get('event', '')} [{g['inference_relation']}]", g["generations"]) for g in gens
+      ]
       return {
-        k: float(v)
-        for k, v in metrics.items()
-        if isinstance(v, (int, float)) and not isinstance(v, bool)
+        **{
+          k: float(v)
+          for k, v in metrics.items()
+          if isinstance(v, (int, float)) and not isinstance(v, bool)
+        },
+        summaries.MEDIA: {"texts": {"generations": summaries.generations_markdown(sample)}},
       }
 
     # Gathered in one collective; sort keys keep generations before scores,
     # each in index order.
     keyed = [((0 if kind == "gen" else 1, i), (kind, i, v)) for kind, i, v in items]
-    return eval_loop.finish(keyed, finalize)
+    return eval_loop.finish(keyed, finalize, shard_dir=eval_loop.shard_dir(self.workdir))

@@ -34,7 +34,7 @@ import numpy as np
 from relations import io_util
 from relations.occlusion.data import preprocess as occlusion_pp
 from relations.occlusion.data import realoob_io
-from relations.train import eval_loop
+from relations.train import eval_loop, summaries
 
 HEADLINE = ("B-ODS", "B-OIS", "B-AP", "O-ODS", "O-OIS", "O-AP", "AC")
 
@@ -58,7 +58,10 @@ def _write_rgb(path, rgb):
   io_util.write_bytes_atomic(path, buf.tobytes())
 
 
-def write_and_score(items, source, outdir, eval_config, with_orientation=True):
+MEDIA_IMAGES = 3  # overlays sent to TensorBoard per evaluation (the first images)
+
+
+def write_and_score(items, source, outdir, eval_config, with_orientation=True, media=None):
   """Writes the prediction layout of `items` once and scores the files it wrote.
 
   Args:
@@ -72,6 +75,8 @@ def write_and_score(items, source, outdir, eval_config, with_orientation=True):
     with_orientation: the model predicts orientation; False (config
       `orient=false`): no orientation/ is written and the O-metrics are not
       scored (absent from the result; an angle of 0 would be meaningless).
+    media: a dict to fill with TensorBoard pictures (`relations.train.summaries`): "images" ->
+      {"overlay/<id>": the first MEDIA_IMAGES overlays, "pr_curves": the B- and O- curves}.
 
   Returns:
     dict of the HEADLINE metrics (floats; O-* only with orientation) plus
@@ -80,14 +85,15 @@ def write_and_score(items, source, outdir, eval_config, with_orientation=True):
   from relations.occlusion.metrics import api  # pylint: disable=g-import-not-at-top
 
   samples = []
+  images = {}
   for i, (prob, theta) in items:
     ex = source[i]
     image_id = io_util.as_str(ex["id"])
     realoob_io.write_prediction(outdir, image_id, prob, theta if with_orientation else None)
-    _write_rgb(
-      os.path.join(outdir, "overlay", image_id + ".png"),
-      overlay(np.asarray(ex["image"]), prob, theta if with_orientation else np.zeros_like(prob)),
-    )
+    rgb = overlay(np.asarray(ex["image"]), prob, theta if with_orientation else np.zeros_like(prob))
+    _write_rgb(os.path.join(outdir, "overlay", image_id + ".png"), rgb)
+    if len(images) < MEDIA_IMAGES:
+      images[f"overlay/{image_id}"] = rgb
     pr = realoob_io.read_prediction(outdir, image_id, with_orientation)
     samples.append(
       {
@@ -112,6 +118,14 @@ def write_and_score(items, source, outdir, eval_config, with_orientation=True):
   )
   out = {k: float(res[k]) for k in HEADLINE if res[k] is not None}
   out["num_images"] = float(len(samples))
+  if media is not None:
+    names = [("boundary", "B")] + ([(res["o_curve"], "O")] if res.get("o_curve") else [])
+    curves = {
+      f"{short} (AP {res['curves'][c]['AP']:.3f})": (res["curves"][c]["R"], res["curves"][c]["P"])
+      for c, short in names
+    }
+    images["pr_curves"] = summaries.pr_curve_image(curves, f"{len(samples)} images")
+    media.setdefault("images", {}).update(images)
   return out
 
 
@@ -216,9 +230,16 @@ class Evaluator:
       bucket=lambda i, ex: ex["image"].shape,
       mesh=mesh,
     )
+
+    def finalize(all_items):
+      media = {}
+      out = write_and_score(
+        all_items, self.source, outdir, self.eval_config, self.with_orientation, media
+      )
+      return {**out, summaries.MEDIA: media}
+
     return eval_loop.finish(
       items,
-      lambda all_items: write_and_score(
-        all_items, self.source, outdir, self.eval_config, self.with_orientation
-      ),
+      finalize,
+      shard_dir=eval_loop.shard_dir(self.workdir),
     )

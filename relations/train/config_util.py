@@ -192,6 +192,10 @@ TRAINER_DEFAULTS = {
   "compilation_cache_dir": "",
   "eval_errors_fatal": False,  # a failing evaluation is logged and training goes on
   "tensorboard": True,  # TensorBoard event files in the workdir (else metrics are only logged)
+  # relations/train/perf.py: per-device peak TFLOP/s for MFU (0 = by device kind; none on CPU),
+  # and "S:E" = a jax.profiler trace of steps S..E into <workdir>/profile ("" = none).
+  "peak_tflops": 0.0,
+  "profile_steps": "",
 }
 
 
@@ -213,7 +217,28 @@ _NON_NEGATIVE = (
   "fsdp_min_size",
   "progress_every_seconds",
   "check_finite_every",
+  "peak_tflops",
 )
+
+
+def parse_profile_steps(spec: str) -> tuple[int, int] | None:
+  """ "S:E" -> (S, E) with 0 <= S < E; "" -> None.
+
+  Raises:
+    ValueError: naming the config field `profile_steps` and the value.
+  """
+  spec = str(spec or "").strip()
+  if not spec:
+    return None
+  try:
+    a, b = (int(x) for x in spec.split(":"))
+  except ValueError:
+    raise ValueError(
+      f"config field 'profile_steps': expected 'START:END' (e.g. '10:15'), got {spec!r}"
+    ) from None
+  if not 0 <= a < b:
+    raise ValueError(f"config field 'profile_steps': expected 0 <= START < END, got {spec!r}")
+  return a, b
 
 
 def _get(config, dotted: str):
@@ -267,6 +292,7 @@ def check_config(config: ml_collections.ConfigDict) -> None:
     raise ValueError(
       f"config field 'compute_dtype': expected auto, bfloat16, float32 or float16, got {dtype!r}"
     )
+  parse_profile_steps(_get(config, "profile_steps") or "")
   bs, accum = _get(config, "input.batch_size"), _get(config, "grad_accum_steps")
   if isinstance(bs, int) and isinstance(accum, int) and accum > 0 and bs % accum:
     raise ValueError(

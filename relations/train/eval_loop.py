@@ -1,7 +1,7 @@
 """The sharded evaluation loop shared by every task's evaluator.
 
   items = eval_loop.predict_shard(n, load, predict, batch_size, emit)  # every process
-  metrics = eval_loop.finish(items, finalize)                          # every process
+  metrics = eval_loop.finish(items, finalize, shard_dir=...)           # every process
 
 1. Shard: process p of P takes the examples p, p + P, p + 2P, ... of the split (`shard_indices`),
    so the shards differ in size by at most one example.
@@ -12,9 +12,14 @@
    collective runs inside the prediction, so processes with one batch more or less never wait on
    each other, and a row's result depends only on that row and the per-device batch shape, not
    on which process ran it. `emit(i, outputs)` turns a real row's outputs into a picklable item.
-3. Gather: `finish` collects every process's items on process 0 (`gather_to_lead`), sorted by
-   example index, and calls `finalize(items)` there only: it writes the official file(s) once
-   (atomically; relations.io_util) and scores them.
+3. Gather: `finish` collects every process's items on process 0, sorted by example index, and
+   calls `finalize(items)` there only: it writes the official file(s) once (atomically;
+   relations.io_util) and scores them. With `shard_dir` (what the evaluators pass: a folder of
+   their workdir, which every process of a run sees, as its checkpoints) each process writes its
+   items to `shard_dir/items-<p>-of-<P>.pkl`, a barrier follows, and process 0 reads and removes
+   the files: only process 0 ever holds every prediction, and nothing goes through the devices.
+   Without it, the items are all-gathered through the devices (`gather_to_lead`: every process
+   receives every process's items).
 4. Broadcast: process 0's metric dict (or its error) is sent to every process
    (`broadcast_from_lead`), so logging and early stopping see the same values everywhere.
 
@@ -26,6 +31,7 @@ With one process no collective is used at all.
 
 from __future__ import annotations
 
+import os
 import pickle
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -35,7 +41,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from relations.train import input_pipeline
+from relations import io_util
+from relations.train import input_pipeline, summaries
 
 Load = Callable[[int], dict]
 Emit = Callable[[int, Any], Any]
@@ -213,21 +220,98 @@ def broadcast_from_lead(obj: Any) -> Any:
   return pickle.loads(buf[:n].tobytes())
 
 
+def shard_dir(eval_workdir: str) -> str:
+  """The gather folder of an evaluator writing under `eval_workdir` (removed once merged)."""
+  return os.path.join(eval_workdir, ".gather")
+
+
+def _shard_path(shard_dir: str, process: int, count: int) -> str:
+  return os.path.join(shard_dir, f"items-{process:05d}-of-{count:05d}.pkl")
+
+
+def _write_shard(items: list[tuple[int, Any]], shard_dir: str) -> None:
+  """This process's items, pickled, to its shard file (atomically: never read half-written)."""
+  io_util.makedirs(shard_dir)
+  path = _shard_path(shard_dir, jax.process_index(), jax.process_count())
+  io_util.write_bytes_atomic(path, pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _read_shards(shard_dir: str) -> list[tuple[int, Any]]:
+  """Every process's shard file merged and sorted by index (process 0, after the barrier); the
+  files are removed once read.
+
+  Raises:
+    FileNotFoundError: naming the missing file (a process that failed to write it, or a
+      `shard_dir` that is not on storage every process sees).
+  """
+  count = jax.process_count()
+  merged = []
+  for p in range(count):
+    path = _shard_path(shard_dir, p, count)
+    try:
+      blob = io_util.read_bytes(path)
+    except FileNotFoundError:
+      raise FileNotFoundError(
+        f"{path}: evaluation items of process {p} are missing: it failed to write them (see its "
+        "log), or this folder is not on storage every process sees (the workdir must be shared, "
+        "e.g. NFS or gs://, as for checkpoints)"
+      ) from None
+    merged += pickle.loads(blob)
+  for p in range(count):
+    path = _shard_path(shard_dir, p, count)
+    if io_util.is_url(path):
+      io_util.epath(path).unlink()
+    else:
+      os.remove(path)
+  if not io_util.is_url(shard_dir) and not os.listdir(shard_dir):
+    os.rmdir(shard_dir)
+  return sorted(merged, key=lambda t: t[0])
+
+
 class LeadError(RuntimeError):
   """Raised on every process when process 0's `finalize` failed."""
 
 
-def finish(items: list[tuple[int, Any]], finalize: Callable[[list[tuple[int, Any]]], dict]) -> dict:
+def finish(
+  items: list[tuple[int, Any]],
+  finalize: Callable[[list[tuple[int, Any]]], dict],
+  shard_dir: str | None = None,
+) -> dict:
   """Gathers on process 0, runs `finalize(all items)` there, returns its dict everywhere.
 
-  If `finalize` raises on process 0, the other processes raise `LeadError` with its message
-  (instead of waiting forever for metrics), and process 0 re-raises the original error.
+  Args:
+    items: this process's (example index, item) list.
+    finalize: all items, sorted by index -> metric dict (process 0 only).
+    shard_dir: with several processes, gather through per-process files in this folder (module
+      docstring); None: all-gather through the devices.
+
+  If gathering or `finalize` fails on process 0, the other processes raise `LeadError` with its
+  message (instead of waiting forever for metrics), and process 0 re-raises the original error.
+  A process that fails to write its shard file still joins the barrier (so process 0 reports the
+  missing file rather than waiting), then raises its own error.
   """
-  gathered = gather_to_lead(items)
-  result, error = None, None
+  gathered, own_error = None, None
+  if shard_dir is not None and jax.process_count() > 1:
+    from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+
+    try:
+      _write_shard(items, shard_dir)
+    except Exception as e:  # noqa: BLE001  (re-raised after the barrier and the broadcast)
+      own_error = e
+    # One name everywhere: hosts may mount the shared folder under different paths.
+    multihost_utils.sync_global_devices("eval_loop.finish: shard files written")
+  else:
+    gathered = gather_to_lead(items)
+  result, error, media = None, None, None
   if jax.process_index() == 0:
     try:
+      if gathered is None:
+        gathered = _read_shards(shard_dir)
       result = finalize(gathered)
+      if isinstance(result, dict) and summaries.MEDIA in result:
+        # TensorBoard pictures stay on process 0 (the one that writes events): not broadcast.
+        result = dict(result)
+        media = result.pop(summaries.MEDIA)
     except Exception as e:  # noqa: BLE001  (re-raised below, after telling the others)
       error = e
   payload = broadcast_from_lead(
@@ -239,6 +323,10 @@ def finish(items: list[tuple[int, Any]], finalize: Callable[[list[tuple[int, Any
   )
   if error is not None:
     raise error
+  if own_error is not None:
+    raise own_error
   if not payload["ok"]:
     raise LeadError(f"evaluation failed on process 0: {payload['error']}")
+  if media is not None:
+    return {**payload["result"], summaries.MEDIA: media}
   return payload["result"]

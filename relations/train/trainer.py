@@ -33,8 +33,10 @@ from relations.train import checkpoint as ckpt_lib
 from relations.train import config_util
 from relations.train import input_pipeline
 from relations.train import optim
+from relations.train import perf
 from relations.train import prefetch
 from relations.train import sharding
+from relations.train import summaries
 from relations.train import workdir_lock
 
 
@@ -539,14 +541,20 @@ def _train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Tra
   preempted = False
   t0, timed_steps = None, 0
   last_log = None  # (step, perf_counter) at the last logged step
+  step_perf = None  # FLOPs / MFU of the step (perf.StepPerf), analysed before the first step
+  profiler = perf.Profiler(str(_setting(config, "profile_steps")), workdir)
   step = start
   with _Preemption() as preemption, jax.set_mesh(mesh):
     # Batches go to the devices ahead of the step that uses them (prefetch.to_device); between
     # log/check/checkpoint steps nothing waits for the devices.
     put = lambda local: input_pipeline.to_global(local, mesh)  # noqa: E731
     for step, batch in prefetch.to_device(stream.iterate(start, total_steps), put):
+      if step_perf is None:  # lower + compile once: the jitted call below reuses it
+        step_perf = perf.StepPerf.for_step(step_fn, (state, batch), config, mesh.devices.flat)
+      profiler.before(step)
       state, metrics = step_fn(state, batch)
       done = step + 1
+      profiler.after(done, state)
       if t0 is None:  # exclude compilation from the throughput figure
         jax.block_until_ready(state["step"])
         t0, timed_steps = time.perf_counter(), 0
@@ -570,12 +578,14 @@ def _train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Tra
             rate = (done - last_log[0]) / (now - last_log[1])
             scalars["train/steps_per_sec"] = rate
             scalars["train/examples_per_sec"] = rate * int(config.input.batch_size)
+            scalars.update(step_perf.scalars(rate))  # TFLOP/s, MFU
           last_log = (done, now)
           writer.write_scalars(done, scalars)
       # The step's checkpoint first: an evaluation that fails (or is preempted) loses no work.
       stop = preemption.agreed(done, sync_every)
       if done % ckpt_every == 0 or done == total_steps or stop:
         ckpt_lib.save(mngr, done, state, meta(done), force=True)
+        summaries.write_param_overview(writer, done, state["params"])  # norms, histograms
       if stop and done < total_steps:  # after the last step's save, the run is complete
         preempted = True
         logging.warning("Preempted: checkpoint saved at step %d", done)
@@ -584,18 +594,15 @@ def _train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Tra
         every = int(config.evals[name].get("every_steps", 0))
         if (every and done % every == 0) or done == total_steps:
           res = _run_eval(name, ev, state["params"], done, progress, is_lead, eval_fatal)
+          res = summaries.write_eval(writer, done, name, res)  # scalars + media
           eval_metrics.update({f"{name}/{k}": v for k, v in res.items()})
-          writer.write_scalars(
-            done, {f"{name}/{k}": float(v) for k, v in res.items() if np.isscalar(v)}
-          )
     if start >= total_steps > 0:
       # Trained to the end before but stopped before its final evaluation finished: run it now.
       for name, ev in evaluators.items():
         res = _run_eval(name, ev, state["params"], start, progress, is_lead, eval_fatal)
+        res = summaries.write_eval(writer, start, name, res)  # scalars + media
         eval_metrics.update({f"{name}/{k}": v for k, v in res.items()})
-        writer.write_scalars(
-          start, {f"{name}/{k}": float(v) for k, v in res.items() if np.isscalar(v)}
-        )
+    profiler.close(state)  # a run that ended inside the profiled range
     mngr.wait_until_finished()
   writer.flush()
   elapsed = (time.perf_counter() - t0) if t0 is not None else 0.0

@@ -50,7 +50,7 @@ from relations.video_relations import pipeline
 from relations.video_relations import prior_baseline
 from relations.video_relations import submission
 from relations.video_relations import visualize
-from relations.train import eval_loop
+from relations.train import eval_loop, summaries
 
 # Where the official annotation of a split lives below manual_dir.
 _SPLIT_FOLDERS = {
@@ -252,9 +252,17 @@ class Evaluator:
       items = self._predict_shard(predictor, ds, n, modes, n_gif)
 
     def finalize(gathered):
-      return self._write_and_score([it for _, it in gathered], modes, ds, n, step)
+      its = [it for _, it in gathered]
+      out = self._write_and_score(its, modes, ds, n, step)
+      # The tracker's annotated frames (boxes, track ids, labels, relations) for TensorBoard.
+      images = {
+        f"tracker/{m}/{it['video_id']}": summaries.frame_strip(imgs)
+        for it in its
+        for m, imgs in it["gifs"].items()
+      }
+      return {**out, summaries.MEDIA: {"images": images}} if images else out
 
-    return eval_loop.finish(items, finalize)
+    return eval_loop.finish(items, finalize, shard_dir=eval_loop.shard_dir(self.workdir))
 
   def _predict_shard(self, predictor, ds, n, modes, n_gif):
     """[(video index, item)] for this process's videos (see `run`)."""
