@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 from absl import logging
+from etils import epath
 import flax
 import jax
 import jax.numpy as jnp
@@ -426,16 +427,16 @@ def _finished_run(config, workdir: str) -> TrainResult | None:
   import json  # pylint: disable=g-import-not-at-top
 
   total = int(config.total_steps)
-  path = os.path.join(workdir, "train_summary.json")
+  # epath, not open()/os.path: a gs:// workdir must be checked in the bucket, not as a local folder.
+  root = epath.Path(workdir)
   try:
-    with open(path, encoding="utf-8") as f:
-      summary = json.load(f)
+    summary = json.loads((root / "train_summary.json").read_text())
     final = int(summary["final_step"])
   except (OSError, ValueError, KeyError, TypeError):
     return None
   if final < total or summary.get("preempted"):
     return None
-  if not os.path.isdir(os.path.join(workdir, "checkpoints", str(final))):
+  if not (root / "checkpoints" / str(final)).is_dir():
     return None
   if jax.process_index() == 0:
     print(
