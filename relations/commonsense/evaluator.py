@@ -42,7 +42,7 @@ import sys
 import jax
 import numpy as np
 
-from relations import io_util
+from relations import io_util, remote_inputs
 from relations.commonsense import model as vl_generator
 from relations.commonsense import task
 from relations.commonsense.data.visualcomet import records as records_lib
@@ -119,6 +119,11 @@ def examples_by_record(src) -> dict[tuple[int, str, str], int]:
     )
     first.setdefault(key, i)
   return first
+
+
+def _under(root, name) -> str:
+  """`root/name` through epath (a gs:// root stays a URL)."""
+  return os.fspath(io_util.epath(root) / name)
 
 
 # Java's absence is said once per process: a TPU VM without a JRE evaluates every few thousand
@@ -252,12 +257,14 @@ class Evaluator:
     """The candidate lists (released file, stored seeded draw, or a new one)."""
     path = self.ec.get("acc50_candidates") or ""
     if path:
-      queries = rank.candidates_from_official(path, rank.expand_records(annotations))
+      queries = rank.candidates_from_official(
+        remote_inputs.local_copy(path), rank.expand_records(annotations)
+      )
     else:
       seed = int(self.ec.get("acc50_seed", 0))
       path = os.path.join(self.workdir, f"{self.ec.split}_rank_random_50_seed{seed}.json")
-      if os.path.exists(path):
-        queries = rank.load_candidates(path)
+      if io_util.exists(path):  # stored by an earlier run in this (maybe gs://) workdir
+        queries = rank.load_candidates(remote_inputs.local_copy(path))
       else:
         queries = rank.build_candidates(annotations, 50, seed)
         if jax.process_index() == 0:
@@ -379,7 +386,10 @@ class Evaluator:
     mesh = eval_loop.local_mesh()
     local = eval_loop.localize(params, mesh)
     root = self.config.data.manual_dir
-    annots = records_lib.load_annotations(os.path.join(root, f"{self.ec.split}_annots.json"))
+    # A gs:// manual_dir (a pod's workers share no disk) is read through local copies.
+    annots = records_lib.load_annotations(
+      remote_inputs.local_copy(_under(root, f"{self.ec.split}_annots.json"))
+    )
     items = [("gen", i, r) for i, r in self.generate(local, mesh)]
     queries = []
     if self.ec.get("acc50", True):
@@ -390,8 +400,12 @@ class Evaluator:
       gens = [r for _, (kind, _, r) in gathered if kind == "gen"]
       scores = [s for _, (kind, _, s) in gathered if kind == "acc50"]
       official.write(gen_path, gens)
-      train_path = os.path.join(root, "train_annots.json")
-      train = records_lib.load_annotations(train_path) if os.path.exists(train_path) else None
+      train_path = _under(root, "train_annots.json")
+      train = (
+        records_lib.load_annotations(remote_inputs.local_copy(train_path))
+        if io_util.exists(train_path)
+        else None
+      )
       workers = int(self.ec.get("meteor_workers", 0)) or None
       metrics = score_during_training(
         annots, gens, train, meteor=bool(self.ec.meteor), meteor_workers=workers, gen_path=gen_path

@@ -314,12 +314,18 @@ def _run_eval(name, ev, params, step, progress, is_lead, fatal: bool) -> dict:
   return res
 
 
+def _under(workdir, *parts) -> str:
+  """`workdir/part/...` as a string, through epath: a gs:// workdir stays a URL (never made
+  absolute against the current directory), a local one stays the same local path."""
+  return os.fspath(io_util.epath(workdir).joinpath(*parts))
+
+
 def build_evaluators(model, config, workdir):
   evals = {}
   for name, cfg in (config.get("evals") or {}).items():
     module = import_by_name("evaluator", cfg.type)
     evals[name] = module.Evaluator(
-      model=model, config=config, eval_config=cfg, workdir=os.path.join(workdir, "eval", name)
+      model=model, config=config, eval_config=cfg, workdir=_under(workdir, "eval", name)
     )
   return evals
 
@@ -463,9 +469,7 @@ def _train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Tra
   # ---------------------------------------------------------------- Set up logging
   writer = _make_writer(workdir, bool(_setting(config, "tensorboard")))
   if is_lead:
-    io_util.write_text_atomic(
-      os.path.join(workdir, "config.json"), config.to_json_best_effort(indent=2)
-    )
+    io_util.write_text_atomic(_under(workdir, "config.json"), config.to_json_best_effort(indent=2))
 
   # ---------------------------------------------------------------- Mesh, data, model, optimizer
   s = setup(config, devices)
@@ -604,7 +608,7 @@ def _train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Tra
       "preempted": preempted,
       **{k: float(v) for k, v in eval_metrics.items() if np.isscalar(v)},
     }
-    io_util.write_json_atomic(os.path.join(workdir, "train_summary.json"), summary)
+    io_util.write_json_atomic(_under(workdir, "train_summary.json"), summary)
   mngr.close()
   return TrainResult(
     state=state, step=final_step, preempted=preempted, steps_per_sec=sps, eval_metrics=eval_metrics
@@ -628,8 +632,8 @@ def restore_params(
   directory = str(mngr.directory)
   mngr.close()
   if step is None:
-    raise FileNotFoundError(f"No checkpoint in {os.path.join(workdir, 'checkpoints')}")
-  state_dir = os.path.join(directory, str(int(step)), "state")
+    raise FileNotFoundError(f"No checkpoint in {_under(workdir, 'checkpoints')}")
+  state_dir = _under(directory, str(int(step)), "state")
   if not io_util.isdir(state_dir):
     raise FileNotFoundError(f"{state_dir}: no checkpoint of step {step}")
   shapes = {"params": ckpt_lib.read_shapes(state_dir)["params"]}
