@@ -20,6 +20,7 @@ import socket
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 _ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
@@ -93,6 +94,20 @@ class Emulator:
     )
     with urllib.request.urlopen(req, timeout=10) as r:
       assert r.status == 200, r.status
+
+  def names(self, bucket: str, prefix: str) -> list[str]:
+    """Names of the objects under `prefix`, read fresh from the server (client libraries cache
+    listings, and the run under test writes behind their back)."""
+    out, token = [], None
+    while True:
+      query = {"prefix": prefix, **({"pageToken": token} if token else {})}
+      url = f"{self.url}/storage/v1/b/{bucket}/o?{urllib.parse.urlencode(query)}"
+      with urllib.request.urlopen(url, timeout=30) as r:
+        page = json.load(r)
+      out += [item["name"] for item in page.get("items", [])]
+      token = page.get("nextPageToken")
+      if not token:
+        return sorted(out)
 
   def env(self) -> dict[str, str]:
     """Variables that send gcsfs, epath and TensorStore to this server."""

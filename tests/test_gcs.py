@@ -9,7 +9,12 @@ TensorBoard event files go through TensorFlow's own GCS client, which no emulato
 training runs here set `tensorboard=false`; everything else is the real path.
 """
 
+import json
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import jax
 import jax.numpy as jnp
@@ -135,3 +140,93 @@ def test_gcs_init_from_url_is_imported(gcs, tmp_path, monkeypatch):
   for k, v in ckpt.items():
     np.testing.assert_array_equal(flat[k], v, err_msg=k)
   _no_local_gs(str(tmp_path))
+
+
+# ------------------------------------------------------------------------------ a whole run
+
+
+def _train(workdir, *extra):
+  return [
+    sys.executable,
+    "-m",
+    "relations.train",
+    "--config",
+    "tests/toy_task.py",
+    "--workdir",
+    workdir,
+    f"--config.total_steps={TOTAL}",
+    "--config.checkpoint_every=2",
+    "--config.log_every=2",
+    "--config.tensorboard=false",
+    "--config.input.num_workers=2",  # as the paper configs read
+    *extra,
+  ]
+
+
+def _bucket_steps(server, run):
+  prefix = f"{run}/checkpoints/"
+  steps = set()
+  for name in server.names(BUCKET, prefix):
+    first = name[len(prefix) :].split("/", 1)[0]
+    if first.isdigit():
+      steps.add(int(first))
+  return sorted(steps)
+
+
+def _run_logged(cmd, cwd, env, log_path, timeout):
+  """Runs `cmd` with its output in a file (never an unread pipe: gcsfs logs a line per request,
+  and a full pipe would block the run); returns (exit code, log text)."""
+  with open(log_path, "w") as log:
+    proc = subprocess.run(
+      cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout, check=False
+    )
+  with open(log_path) as f:
+    return proc.returncode, f.read()
+
+
+@pytest.mark.slow
+def test_gcs_train_kill_resume_predict(gcs, tmp_path):
+  cwd = str(tmp_path)  # where a URL made local would appear
+  env = dict(
+    os.environ, PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
+  )
+  url = f"gs://{BUCKET}/run"
+  first_log = tmp_path / "first.log"
+  with open(first_log, "w") as log:
+    proc = subprocess.Popen(
+      _train(url), cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+  try:
+    deadline = time.time() + 300
+    while not _bucket_steps(gcs, "run"):
+      assert proc.poll() is None, first_log.read_text()[-3000:]
+      assert time.time() < deadline, "no checkpoint in the bucket after 300 s"
+      time.sleep(0.2)
+    # A preempted VM: SIGTERM to the trainer and its input workers; it saves into the bucket.
+    os.killpg(proc.pid, signal.SIGTERM)
+    rc = proc.wait(timeout=120)
+  finally:
+    if proc.poll() is None:
+      os.killpg(proc.pid, signal.SIGKILL)
+      proc.wait()
+  text = first_log.read_text()
+  saved = _bucket_steps(gcs, "run")
+  assert rc == 143 and saved and saved[-1] < TOTAL, (rc, saved, text[-3000:])
+  assert f"Preempted: checkpoint saved at step {saved[-1]}" in text, text[-3000:]
+  assert "run/config.json" in gcs.names(BUCKET, "run/config.json")
+
+  rc, text = _run_logged(_train(url), cwd, env, tmp_path / "resume.log", 400)
+  assert rc == 0, text[-3000:]
+  assert f"Resumed from {url} at step {saved[-1]}" in text, text[-3000:]
+  assert _bucket_steps(gcs, "run")[-1] == TOTAL
+  summary = json.loads(io_util.read_bytes(f"{url}/train_summary.json"))
+  assert summary["final_step"] == TOTAL and summary["preempted"] is False
+
+  # Prediction restores the parameters from the bucket; its evaluator writes there.
+  evals = "--config.evals={'pred': {'type': 'tests.scripted_evaluator', 'every_steps': 0}}"
+  cmd = [sys.executable, "-m", "relations.predict", "--config", "tests/toy_task.py"]
+  rc, text = _run_logged([*cmd, "--workdir", url, evals], cwd, env, tmp_path / "predict.log", 400)
+  assert rc == 0, text[-3000:]
+  assert gcs.names(BUCKET, f"run/predict_step{TOTAL}.json") == [f"run/predict_step{TOTAL}.json"]
+  assert gcs.names(BUCKET, f"run/eval/pred/started_{TOTAL}") == [f"run/eval/pred/started_{TOTAL}"]
+  _no_local_gs(cwd, ROOT)
