@@ -142,6 +142,63 @@ def test_gcs_init_from_url_is_imported(gcs, tmp_path, monkeypatch):
   _no_local_gs(str(tmp_path))
 
 
+# ------------------------------------------------------------------------------ evaluation inputs
+
+_ANNOTS = [
+  {"img_fn": "a.jpg", "event": "e", "intent": ["go home"], "before": ["walk in"], "after": ["sit"]}
+]
+_GENS = [
+  {"event_idx": 0, "inference_relation": r, "generations": ["go home", "walk in", "sit down"]}
+  for r in ("intent", "before", "after")
+]
+
+
+def test_gcs_evaluate_reads_prediction_files_from_the_bucket(gcs, tmp_path, monkeypatch, capsys):
+  from relations import evaluate  # pylint: disable=g-import-not-at-top
+
+  monkeypatch.chdir(tmp_path)
+  for name, obj in (("annots.json", _ANNOTS), ("gens.json", _GENS)):
+    (tmp_path / name).write_text(json.dumps(obj))
+    _upload(f"gs://{BUCKET}/eval/{name}", json.dumps(obj).encode())
+
+  def score(where, out):
+    args = ["--annotations", f"{where}/annots.json", "--generations", f"{where}/gens.json"]
+    assert evaluate.main(["commonsense", *args, "--no-meteor", "--output", out]) == 0
+    return json.loads(io_util.read_bytes(out))
+
+  local = score(str(tmp_path), str(tmp_path / "local.json"))
+  remote = score(f"gs://{BUCKET}/eval", f"gs://{BUCKET}/eval/metrics.json")
+  assert remote == local and local["num_hypotheses"] == 9
+  assert remote["Bleu_1"] == local["Bleu_1"] > 0
+  capsys.readouterr()
+  # A URL naming nothing is an argument error naming it, not a traceback.
+  missing = f"gs://{BUCKET}/eval/none.json"
+  assert evaluate.main(["commonsense", "--annotations", missing, "--generations", "x"]) == 2
+  assert f"gs://{BUCKET}/eval/none.json: no such object" in capsys.readouterr().err
+  _no_local_gs(str(tmp_path))
+
+
+def test_gcs_video_groundtruth_folder_is_found_in_the_bucket(gcs, tmp_path, monkeypatch):
+  """A gs:// manual_dir's annotation folder is the split's GT (it was skipped without a word)."""
+  import types  # pylint: disable=g-import-not-at-top
+
+  from relations.video_relations import evaluator  # pylint: disable=g-import-not-at-top
+
+  monkeypatch.chdir(tmp_path)
+  root = f"gs://{BUCKET}/vidvrd"
+  _upload(f"{root}/test/ILSVRC2015_train_00005003.json", b"{}")
+  stub = types.SimpleNamespace(  # what groundtruth_path reads of an Evaluator
+    ec=types.SimpleNamespace(split="test", get=lambda key, default=None: None),
+    config=types.SimpleNamespace(dataset="vidvrd", data=types.SimpleNamespace(manual_dir=root)),
+  )
+  assert evaluator.Evaluator.groundtruth_path(stub) == f"{root}/test"
+  local = remote_inputs.local_copy(f"{root}/test")
+  assert os.listdir(local) == ["ILSVRC2015_train_00005003.json"]
+  stub.config.data.manual_dir = f"gs://{BUCKET}/nothing-here"
+  assert evaluator.Evaluator.groundtruth_path(stub) is None
+  _no_local_gs(str(tmp_path))
+
+
 # ------------------------------------------------------------------------------ a whole run
 
 
