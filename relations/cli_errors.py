@@ -148,7 +148,10 @@ def names(choices: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
 
 
 def existing_dir(text: str) -> str:
-  """argparse `type=`: a directory that exists."""
+  """argparse `type=`: a directory that exists; a URL (gs://...) is read into a local copy of
+  the folder, whose path is returned."""
+  if "://" in text:
+    text = _remote(text)
   if not os.path.exists(text):
     raise argparse.ArgumentTypeError(f"{text}: no such directory")
   if not os.path.isdir(text):
@@ -156,8 +159,21 @@ def existing_dir(text: str) -> str:
   return text
 
 
+def _remote(text: str) -> str:
+  """The local copy of a URL argument (`relations.remote_inputs`), or an argparse error."""
+  from relations import remote_inputs  # pylint: disable=g-import-not-at-top
+
+  try:
+    return remote_inputs.local_copy(text)
+  except FileNotFoundError as e:
+    raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def existing_file(text: str) -> str:
-  """argparse `type=`: a regular file that exists."""
+  """argparse `type=`: a regular file that exists; a URL (gs://...) is read into a local copy,
+  whose path is returned."""
+  if "://" in text:
+    text = _remote(text)
   if not os.path.exists(text):
     raise argparse.ArgumentTypeError(f"{text}: no such file")
   if os.path.isdir(text):
@@ -166,7 +182,10 @@ def existing_file(text: str) -> str:
 
 
 def existing_path(text: str) -> str:
-  """argparse `type=`: a file or directory that exists."""
+  """argparse `type=`: a file or directory that exists; a URL (gs://...) is read into a local
+  copy (a folder whole), whose path is returned."""
+  if "://" in text:
+    text = _remote(text)
   if not os.path.exists(text):
     raise argparse.ArgumentTypeError(f"{text}: no such file or directory")
   return text

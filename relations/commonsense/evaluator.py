@@ -34,22 +34,22 @@ Returns floats only, the same on every process.
 
 from __future__ import annotations
 
+import math
 import os
+import shutil
+import sys
 
 import jax
 import numpy as np
 
-from relations import io_util
-from relations.commonsense.data.visualcomet import records as records_lib
-from relations.commonsense.metrics import protocol
-from relations.commonsense.metrics import rank
-from relations.commonsense.generation import beam
-from relations.commonsense.generation import decode
-from relations.commonsense.generation import official
+from relations import io_util, remote_inputs
 from relations.commonsense import model as vl_generator
 from relations.commonsense import task
-from relations.commonsense.text import person_tags
-from relations.commonsense.text import sequence
+from relations.commonsense.data.visualcomet import records as records_lib
+from relations.commonsense.generation import beam, decode, official
+from relations.commonsense.metrics import java as java_lib
+from relations.commonsense.metrics import protocol, rank
+from relations.commonsense.text import person_tags, sequence
 from relations.train import eval_loop, summaries
 
 HEADLINE = (
@@ -119,6 +119,73 @@ def examples_by_record(src) -> dict[tuple[int, str, str], int]:
     )
     first.setdefault(key, i)
   return first
+
+
+def _under(root, name) -> str:
+  """`root/name` through epath (a gs:// root stays a URL)."""
+  return os.fspath(io_util.epath(root) / name)
+
+
+# Java's absence is said once per process: a TPU VM without a JRE evaluates every few thousand
+# steps, and the same warning each time would only bury the training log.
+_warned_no_java = False
+
+
+def _warn_no_java(what: str) -> None:
+  global _warned_no_java
+  if not _warned_no_java:
+    _warned_no_java = True
+    print(
+      f"[eval] commonsense: no `java` on PATH, {what} skipped during training (reported as NaN); "
+      "score the generations file later with `python -m relations.evaluate commonsense`",
+      file=sys.stderr,
+      flush=True,
+    )
+
+
+def score_during_training(
+  annots, gens, train, *, meteor, meteor_workers, gen_path, distinct_n=False
+) -> dict:
+  """`protocol.score_generations` that never fails for want of Java.
+
+  Training machines (TPU VMs) often have no JRE. METEOR then is skipped and reported as NaN; if
+  the PTB tokenisation itself needs the Stanford jar for these captions, every text metric is
+  NaN (they all read the tokenised text). Either way one warning line per process, not a failed
+  evaluation: the generations file is written, so `relations.evaluate` can score it elsewhere.
+
+  Returns:
+    The protocol's metrics dict (JSON-able: a skipped metric is None there, with its reason
+    under "errors").
+  """
+  has_java = shutil.which("java") is not None
+  try:
+    metrics = protocol.score_generations(
+      annots,
+      gens,
+      train,
+      meteor=meteor and has_java,
+      meteor_workers=meteor_workers,
+      gens_name=gen_path,
+      distinct_n=distinct_n,
+    )
+  except java_lib.JavaNotFoundError as e:
+    _warn_no_java("METEOR and the text metrics (the PTB tokeniser needs the Stanford jar here)")
+    metrics = {k: None for k in ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "CIDEr")}
+    metrics["errors"] = {"text_metrics": str(e)}
+  if meteor and not has_java:
+    _warn_no_java("METEOR")
+    metrics["METEOR"] = None
+    metrics.setdefault("errors", {})["METEOR"] = "no `java` on PATH during training"
+  return metrics
+
+
+def as_scalars(metrics: dict) -> dict[str, float]:
+  """The numbers of a metrics dict as floats; a skipped metric (None) becomes NaN."""
+  return {
+    k: math.nan if v is None else float(v)
+    for k, v in metrics.items()
+    if v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+  }
 
 
 class Evaluator:
@@ -193,12 +260,14 @@ class Evaluator:
     """The candidate lists (released file, stored seeded draw, or a new one)."""
     path = self.ec.get("acc50_candidates") or ""
     if path:
-      queries = rank.candidates_from_official(path, rank.expand_records(annotations))
+      queries = rank.candidates_from_official(
+        remote_inputs.local_copy(path), rank.expand_records(annotations)
+      )
     else:
       seed = int(self.ec.get("acc50_seed", 0))
       path = os.path.join(self.workdir, f"{self.ec.split}_rank_random_50_seed{seed}.json")
-      if os.path.exists(path):
-        queries = rank.load_candidates(path)
+      if io_util.exists(path):  # stored by an earlier run in this (maybe gs://) workdir
+        queries = rank.load_candidates(remote_inputs.local_copy(path))
       else:
         queries = rank.build_candidates(annotations, 50, seed)
         if jax.process_index() == 0:
@@ -343,7 +412,10 @@ class Evaluator:
     mesh = eval_loop.local_mesh()
     local = eval_loop.localize(params, mesh)
     root = self.config.data.manual_dir
-    annots = records_lib.load_annotations(os.path.join(root, f"{self.ec.split}_annots.json"))
+    # A gs:// manual_dir (a pod's workers share no disk) is read through local copies.
+    annots = records_lib.load_annotations(
+      remote_inputs.local_copy(_under(root, f"{self.ec.split}_annots.json"))
+    )
     items = [("gen", i, r) for i, r in self.generate(local, mesh)]
     if official.is_blind(annots):
       return self._finish_blind(items, annots, gen_path, outdir)
@@ -356,16 +428,20 @@ class Evaluator:
       gens = [r for _, (kind, _, r) in gathered if kind == "gen"]
       scores = [s for _, (kind, _, s) in gathered if kind == "acc50"]
       official.write(gen_path, gens)
-      train_path = os.path.join(root, "train_annots.json")
-      train = records_lib.load_annotations(train_path) if os.path.exists(train_path) else None
+      train_path = _under(root, "train_annots.json")
+      train = (
+        records_lib.load_annotations(remote_inputs.local_copy(train_path))
+        if io_util.exists(train_path)
+        else None
+      )
       workers = int(self.ec.get("meteor_workers", 0)) or None
-      metrics = protocol.score_generations(
+      metrics = score_during_training(
         annots,
         gens,
         train,
         meteor=bool(self.ec.meteor),
         meteor_workers=workers,
-        gens_name=gen_path,
+        gen_path=gen_path,
         distinct_n=bool(self.ec.get("distinct_n", False)),
       )
       if queries:
@@ -382,11 +458,7 @@ class Evaluator:
         (f"{g.get('event', '')} [{g['inference_relation']}]", g["generations"]) for g in gens
       ]
       return {
-        **{
-          k: float(v)
-          for k, v in metrics.items()
-          if isinstance(v, (int, float)) and not isinstance(v, bool)
-        },
+        **as_scalars(metrics),
         summaries.MEDIA: {"texts": {"generations": summaries.generations_markdown(sample)}},
       }
 

@@ -45,8 +45,13 @@ def _tokenizer(path: str) -> tokenizer_lib.VisualCometTokenizer:
 
 def tokenizer(config) -> tokenizer_lib.VisualCometTokenizer:
   """The tokenizer of `config.data.tokenizer_dir` (default manual_dir/tokenizer)."""
-  path = config.data.get("tokenizer_dir") or os.path.join(config.data.manual_dir, "tokenizer")
-  return _tokenizer(os.path.abspath(path))
+  from relations import io_util, remote_inputs  # pylint: disable=g-import-not-at-top
+
+  path = config.data.get("tokenizer_dir") or os.fspath(
+    io_util.epath(config.data.manual_dir) / "tokenizer"
+  )
+  # The GPT-2 vocabulary files of a gs:// manual_dir are read from a local copy of the folder.
+  return _tokenizer(os.path.abspath(remote_inputs.local_copy(path)))
 
 
 def layout(config) -> sequence.Layout:
@@ -283,8 +288,11 @@ def load_pretrained(config, params):
   path = config.model.get("init_from")
   if not path:
     return params
+  from relations import remote_inputs  # pylint: disable=g-import-not-at-top
   from relations.commonsense import gpt2_import  # pylint: disable=g-import-not-at-top
 
+  # A gs:// file is read from a local copy, with the config.json that gives num_heads.
+  path = remote_inputs.local_copy(path, siblings=("config.json",))
   return gpt2_import.load(params, path, prefix=("lm",))
 
 

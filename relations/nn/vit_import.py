@@ -473,6 +473,11 @@ def load_backbone(model_config, params: dict, prefix: tuple[str, ...]) -> dict:
         b["url"],
       )
     return params
+  from relations import remote_inputs  # pylint: disable=g-import-not-at-top
+
+  # A gs:// checkpoint (a pod's workers have no shared disk) is read from a local copy; a HF
+  # model.safetensors brings the json files its reader looks for next to it.
+  path = remote_inputs.local_copy(path, siblings=("config.json", "preprocessor_config.json"))
   vit_kw = dict(model_config.get("vit") or {})
   if model_config.get("vit_variant"):
     vit_kw["variant"] = model_config.vit_variant

@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 from absl import logging
+from etils import epath
 import flax
 import jax
 import jax.numpy as jnp
@@ -315,12 +316,18 @@ def _run_eval(name, ev, params, step, progress, is_lead, fatal: bool) -> dict:
   return res
 
 
+def _under(workdir, *parts) -> str:
+  """`workdir/part/...` as a string, through epath: a gs:// workdir stays a URL (never made
+  absolute against the current directory), a local one stays the same local path."""
+  return os.fspath(io_util.epath(workdir).joinpath(*parts))
+
+
 def build_evaluators(model, config, workdir):
   evals = {}
   for name, cfg in (config.get("evals") or {}).items():
     module = import_by_name("evaluator", cfg.type)
     evals[name] = module.Evaluator(
-      model=model, config=config, eval_config=cfg, workdir=os.path.join(workdir, "eval", name)
+      model=model, config=config, eval_config=cfg, workdir=_under(workdir, "eval", name)
     )
   return evals
 
@@ -428,16 +435,16 @@ def _finished_run(config, workdir: str) -> TrainResult | None:
   import json  # pylint: disable=g-import-not-at-top
 
   total = int(config.total_steps)
-  path = os.path.join(workdir, "train_summary.json")
+  # epath, not open()/os.path: a gs:// workdir must be checked in the bucket, not as a local folder.
+  root = epath.Path(workdir)
   try:
-    with open(path, encoding="utf-8") as f:
-      summary = json.load(f)
+    summary = json.loads((root / "train_summary.json").read_text())
     final = int(summary["final_step"])
   except (OSError, ValueError, KeyError, TypeError):
     return None
   if final < total or summary.get("preempted"):
     return None
-  if not os.path.isdir(os.path.join(workdir, "checkpoints", str(final))):
+  if not (root / "checkpoints" / str(final)).is_dir():
     return None
   if jax.process_index() == 0:
     print(
@@ -464,9 +471,7 @@ def _train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Tra
   # ---------------------------------------------------------------- Set up logging
   writer = _make_writer(workdir, bool(_setting(config, "tensorboard")))
   if is_lead:
-    io_util.write_text_atomic(
-      os.path.join(workdir, "config.json"), config.to_json_best_effort(indent=2)
-    )
+    io_util.write_text_atomic(_under(workdir, "config.json"), config.to_json_best_effort(indent=2))
 
   # ---------------------------------------------------------------- Mesh, data, model, optimizer
   s = setup(config, devices)
@@ -615,7 +620,7 @@ def _train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Tra
       "preempted": preempted,
       **{k: float(v) for k, v in eval_metrics.items() if np.isscalar(v)},
     }
-    io_util.write_json_atomic(os.path.join(workdir, "train_summary.json"), summary)
+    io_util.write_json_atomic(_under(workdir, "train_summary.json"), summary)
   mngr.close()
   return TrainResult(
     state=state, step=final_step, preempted=preempted, steps_per_sec=sps, eval_metrics=eval_metrics
@@ -639,8 +644,8 @@ def restore_params(
   directory = str(mngr.directory)
   mngr.close()
   if step is None:
-    raise FileNotFoundError(f"No checkpoint in {os.path.join(workdir, 'checkpoints')}")
-  state_dir = os.path.join(directory, str(int(step)), "state")
+    raise FileNotFoundError(f"No checkpoint in {_under(workdir, 'checkpoints')}")
+  state_dir = _under(directory, str(int(step)), "state")
   if not io_util.isdir(state_dir):
     raise FileNotFoundError(f"{state_dir}: no checkpoint of step {step}")
   shapes = {"params": ckpt_lib.read_shapes(state_dir)["params"]}

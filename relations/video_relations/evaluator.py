@@ -37,7 +37,7 @@ import os
 import jax
 import numpy as np
 
-from relations import io_util
+from relations import io_util, remote_inputs
 from relations.video_relations.data import categories as vrd_categories
 from relations.video_relations.metrics import breakdown as vrd_breakdown
 from relations.video_relations.metrics import cli as vrd_cli
@@ -173,18 +173,23 @@ class Evaluator:
     if self.ec.get("groundtruth"):
       return self.ec.groundtruth
     folder = _SPLIT_FOLDERS[self.config.dataset].get(self.ec.split)
-    if folder is None or not os.path.isdir(os.path.join(self.config.data.manual_dir, folder)):
+    if folder is None:
       return None
-    return os.path.join(self.config.data.manual_dir, folder)
+    # Through epath: a gs:// manual_dir's annotation folder is found in the bucket (os.path.isdir
+    # said no, and the split's scoring was skipped without a word).
+    path = os.fspath(io_util.epath(self.config.data.manual_dir) / folder)
+    return path if io_util.isdir(path) else None
 
   def _zero_shot_gt(self, gt):
     """The zero-shot rows of `gt` (triplets absent from the training annotation), or None."""
     if not self.ec.get("zero_shot"):
       return None
-    path = self.ec.get("zero_shot_train") or os.path.join(
-      self.config.data.manual_dir, _SPLIT_FOLDERS[self.config.dataset]["train"]
+    path = self.ec.get("zero_shot_train") or os.fspath(
+      io_util.epath(self.config.data.manual_dir) / _SPLIT_FOLDERS[self.config.dataset]["train"]
     )
-    train = vrd_io.read_groundtruth_table(path, self.config.dataset, keep_boxes=False)
+    train = vrd_io.read_groundtruth_table(
+      remote_inputs.local_copy(path), self.config.dataset, keep_boxes=False
+    )
     return vrd_cli.zero_shot_table(gt, train)[1]
 
   def _external_data(self):
@@ -199,7 +204,7 @@ class Evaluator:
 
   def _groundtruth(self, video_ids):
     path = self.groundtruth_path()
-    gt = vrd_io.read_groundtruth_table(path, self.config.dataset)
+    gt = vrd_io.read_groundtruth_table(remote_inputs.local_copy(path), self.config.dataset)
     index = {v: j for j, v in enumerate(gt.video_ids)}
     missing = [v for v in video_ids if v not in index]
     if missing:

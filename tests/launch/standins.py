@@ -511,11 +511,41 @@ def batch_rc(job_dir_: str, timeout: float) -> int:
     return int(f.read())
 
 
+def _descendants(pids: list[int]) -> list[int]:
+  """`pids` and every process they started, transitively (from /proc's parent links)."""
+  children: dict[int, list[int]] = {}
+  for name in os.listdir("/proc"):
+    if not name.isdigit():
+      continue
+    try:
+      with open(f"/proc/{name}/stat") as f:
+        stat = f.read()
+    except OSError:  # ended meanwhile
+      continue
+    # The command name in parentheses may hold spaces; the parent pid follows its ")".
+    ppid = int(stat.rsplit(")", 1)[1].split()[1])
+    children.setdefault(ppid, []).append(int(name))
+  out, todo = [], list(pids)
+  while todo:
+    pid = todo.pop(0)
+    out.append(pid)
+    todo.extend(sorted(children.get(pid, [])))
+  return out
+
+
+def step_processes(job_dir_: str) -> list[int]:
+  """Every process of the job's steps: each task and all it forked (input workers included),
+  as slurmd's process tracking (cgroup) holds them; the tasks come first."""
+  return _descendants(read_pids(job_dir_, "tasks"))
+
+
 def time_limit_warning(job_dir_: str) -> tuple[int, list[int]]:
   """Sends what `--signal=[B:]SIG@T` asks for at T seconds before the limit; returns (sig, pids).
 
   As slurmctld's send_job_warn_signal: SIGCONT then SIG, to the batch shell only with "B:",
-  else to every task of every job step but not to the batch step (shell and srun client).
+  else to every process of every job step (slurmd signals the step's whole process container:
+  the tasks and their children, such as input workers) but not to the batch step (shell and
+  srun client).
   """
   with open(os.path.join(job_dir_, "job.json")) as f:
     job = json.load(f)
@@ -524,10 +554,13 @@ def time_limit_warning(job_dir_: str) -> tuple[int, list[int]]:
   batch_only = spec.startswith("B:")
   name = spec.split(":", 1)[-1]
   sig = int(name) if name.isdigit() else signal.Signals["SIG" + name.removeprefix("SIG")]
-  pids = read_pids(job_dir_, "batch.pid") if batch_only else read_pids(job_dir_, "tasks")
+  pids = read_pids(job_dir_, "batch.pid") if batch_only else step_processes(job_dir_)
   for pid in pids:
-    os.kill(pid, signal.SIGCONT)
-    os.kill(pid, sig)
+    try:
+      os.kill(pid, signal.SIGCONT)
+      os.kill(pid, sig)
+    except ProcessLookupError:  # a child that ended since the listing
+      pass
   return int(sig), pids
 
 
@@ -535,9 +568,7 @@ def terminate(job_dir_: str) -> list[int]:
   """What a job's end (scancel, preemption, the limit itself) sends: SIGCONT + SIGTERM to every
   process of every step, the batch step (shell and srun client) included."""
   pids = (
-    read_pids(job_dir_, "batch.pid")
-    + read_pids(job_dir_, "srun.pids")
-    + read_pids(job_dir_, "tasks")
+    read_pids(job_dir_, "batch.pid") + read_pids(job_dir_, "srun.pids") + step_processes(job_dir_)
   )
   for pid in pids:
     try:

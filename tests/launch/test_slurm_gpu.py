@@ -80,35 +80,55 @@ def _final_params(workdir):
   return step, restored["state"]["params"]
 
 
-@pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory):
+def _uninterrupted(tmp_path, overrides):
   """Workdir of the same job run to the end without a signal: exits 0, is not requeued."""
-  tmp_path = tmp_path_factory.mktemp("uninterrupted")
   env, log, job_dir, job = _cluster(tmp_path)
   workdir = str(tmp_path / "work")
-  _submit(env, tmp_path, "tests/toy_task.py", workdir, *OVERRIDES)
+  _submit(env, tmp_path, "tests/toy_task.py", workdir, *overrides)
   rc = standins.batch_rc(job_dir, timeout=300)
   assert rc == 0, (tmp_path / f"slurm-{job}.out").read_text()[-3000:]
   assert _argvs(log, "scontrol") == [] and _steps(workdir)[-1] == TOTAL
   return workdir
 
 
-@pytest.mark.slow
-def test_time_limit_signal_saves_exits_143_requeues_and_resumes_exactly(tmp_path, uninterrupted):
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+  return _uninterrupted(tmp_path_factory.mktemp("uninterrupted"), OVERRIDES)
+
+
+# Every paper config reads with grain input workers, children of the trainer in the step.
+WORKER_OVERRIDES = [*OVERRIDES, "--config.input.num_workers=2"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_with_workers(tmp_path_factory):
+  return _uninterrupted(tmp_path_factory.mktemp("uninterrupted_workers"), WORKER_OVERRIDES)
+
+
+def _time_limit_requeue_resume(tmp_path, reference, overrides):
+  """Submits, sends the time-limit signal after the first checkpoint, checks save + exit 143 +
+  requeue, restarts the job and checks that it ends bit-identical to `reference`.
+
+  Returns:
+    The pids the signal went to (the task first, then the processes it started).
+  """
   env, log, job_dir, job = _cluster(tmp_path)
   work = str(tmp_path / "work")
   out_file = tmp_path / f"slurm-{job}.out"
-  _submit(env, tmp_path, "tests/toy_task.py", work, *OVERRIDES)
+  _submit(env, tmp_path, "tests/toy_task.py", work, *overrides)
   deadline = time.time() + 300
   while not _steps(work) and not os.path.exists(os.path.join(job_dir, "batch.rc")):
     assert time.time() < deadline, "no checkpoint after 300 s"
     time.sleep(0.05)
   # What slurmctld sends 600 s before the limit for this script's --signal line.
   sig, pids = standins.time_limit_warning(job_dir)
-  assert sig == signal.SIGTERM and pids == standins.read_pids(job_dir, "tasks") and len(pids) == 1
+  tasks = standins.read_pids(job_dir, "tasks")
+  assert sig == signal.SIGTERM and len(tasks) == 1 and pids[0] == tasks[0]
+  t0 = time.time()
   rc = standins.batch_rc(job_dir, timeout=300)
+  seconds = time.time() - t0
   text = out_file.read_text()
-  assert rc == 143, text[-3000:]
+  assert rc == 143 and seconds < 60, (seconds, text[-3000:])
   # One srun step: the venv's Python from the submit directory with the config and workdir.
   assert _argvs(log, "srun") == [
     [
@@ -122,7 +142,7 @@ def test_time_limit_signal_saves_exits_143_requeues_and_resumes_exactly(tmp_path
       "tests/toy_task.py",
       "--workdir",
       work,
-      *OVERRIDES,
+      *overrides,
     ]
   ]
   # The trainer itself saved and exited 143 (srun was not signalled, so it did not SIGKILL it).
@@ -141,13 +161,28 @@ def test_time_limit_signal_saves_exits_143_requeues_and_resumes_exactly(tmp_path
   assert f"job {job}, restart 1," in text and f"Resumed from {work} at step {saved[-1]}" in text
   assert f"Preempted: checkpoint saved at step {saved[-1]}" in text  # --open-mode=append
   assert _argvs(log, "scontrol") == [["requeue", str(job)]]  # a finished run is not requeued
-  step_a, a = _final_params(uninterrupted)
+  step_a, a = _final_params(reference)
   step_b, b = _final_params(work)
   assert step_a == step_b == TOTAL
   for (path, x), (_, y) in zip(
     jax.tree_util.tree_leaves_with_path(a), jax.tree_util.tree_leaves_with_path(b)
   ):
     np.testing.assert_array_equal(x, y, err_msg=str(path))
+  return pids
+
+
+@pytest.mark.slow
+def test_time_limit_signal_saves_exits_143_requeues_and_resumes_exactly(tmp_path, uninterrupted):
+  pids = _time_limit_requeue_resume(tmp_path, uninterrupted, OVERRIDES)
+  assert len(pids) == 1  # no input workers: the task alone
+
+
+@pytest.mark.slow
+def test_preemption_with_workers_slurm_time_limit(tmp_path, uninterrupted_with_workers):
+  # The signal reaches the whole step, the two input workers included (they ignore it: the
+  # trainer owns shutdown), and the job still saves, exits 143, requeues and resumes exactly.
+  pids = _time_limit_requeue_resume(tmp_path, uninterrupted_with_workers, WORKER_OVERRIDES)
+  assert len(pids) >= 3, pids
 
 
 def _fake_venv(tmp_path, trainer_code):
