@@ -35,7 +35,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from relations.train import input_pipeline
+from relations.train import shm_transport
 
 Load = Callable[[int], dict]
 Emit = Callable[[int, Any], Any]
@@ -115,7 +115,7 @@ def batches(indices: Sequence[int], batch_size: int) -> Iterable[tuple[list[int]
 def stack(rows: list[dict]) -> dict[str, np.ndarray]:
   """Stacks equally shaped example dicts (clear error naming the feature otherwise)."""
   hint = "evaluation inputs must have fixed shapes (or use `bucket`)"
-  return {k: input_pipeline.stack_feature(rows, k, hint=hint) for k in rows[0]}
+  return {k: shm_transport.stack_feature(rows, k, hint=hint) for k in rows[0]}
 
 
 def predict_shard(
