@@ -50,6 +50,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from relations.train import config_util  # pylint: disable=g-import-not-at-top
 from relations.train import input_pipeline  # pylint: disable=g-import-not-at-top
+from relations.train import shm_transport  # pylint: disable=g-import-not-at-top
 
 NEED = {
   "occlusion": "310/s per TPU v4 chip, 1,100/s per H100",
@@ -143,8 +144,8 @@ def commonsense_config(root, raw, visual):
 # ---------------------------------------------------------------- timing
 def time_one_worker(task, config, seconds, min_examples=20):
   """(examples / CPU second, ms read, ms preprocess, examples) over this process, its allocator
-  set up as the pipeline's preprocessing processes have it (`input_pipeline.tune_allocator`)."""
-  input_pipeline.tune_allocator()
+  set up as the pipeline's preprocessing processes have it (`shm_transport.tune_allocator`)."""
+  shm_transport.tune_allocator()
   source = task.make_train_source(config)
   n = len(source)
   rng = np.random.default_rng(0)

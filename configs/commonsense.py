@@ -10,7 +10,7 @@ Run (paper scale; the official release unpacked under $VC, GPT-2 small's
   python -m relations.evaluate commonsense --annotations $VC/val_annots.json \
       --generations /tmp/vc_small/eval/val/step_<N>/val_sample_1_num_5_top_k_0_top_p_0.9.json \
       --train-annotations $VC/train_annots.json
-Tiny (synthetic demo): `relations.commonsense.task.run_demo(workdir)`.
+Tiny (synthetic demo): `relations.commonsense.demo.run_demo(workdir)`.
 
 Arg keys (`configs/commonsense.py:variant=small,inputs=image_event_place,pg=true`):
   variant     tiny | small (GPT-2 124M) | medium | large; the first bare

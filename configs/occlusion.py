@@ -6,7 +6,7 @@ MANUAL_DOWNLOAD_INSTRUCTIONS):
       --config.data.manual_dir=$REALOOB --workdir /tmp/occ_b16
   python -m relations.predict --config configs/occlusion.py:B/16 \
       --config.data.manual_dir=$REALOOB --workdir /tmp/occ_b16 --eval test
-Tiny (synthetic demo): `relations.occlusion.task.run_demo(workdir)`.
+Tiny (synthetic demo): `relations.occlusion.demo.run_demo(workdir)`.
 
 Arg keys (`configs/occlusion.py:variant=B/16,loss=hed,hires=false`):
   variant       tiny | any shared-ViT variant, e.g. B/16, S/16, Ti/16;

@@ -9,7 +9,7 @@ Run (paper scale, VidOR release in $VIDOR):
       --config.data.manual_dir=$VIDOR --workdir /tmp/rt_vidor
   python -m relations.predict --config configs/video_relations.py:paper \
       --config.data.manual_dir=$VIDOR --workdir /tmp/rt_vidor --eval val
-Tiny (synthetic demo): `relations.video_relations.task.run_demo(workdir)`.
+Tiny (synthetic demo): `relations.video_relations.demo.run_demo(workdir)`.
 
 Arg keys (`configs/video_relations.py:tiny,motion=false,queries=8`):
   tiny            small model / data for CPU tests and the demo;

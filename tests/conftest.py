@@ -33,3 +33,24 @@ def _temp_files_in_pytest_dir(tmp_path_factory):
     os.environ.pop("TMPDIR", None)
   else:
     os.environ["TMPDIR"] = saved[1]
+
+
+def pytest_addoption(parser):
+  parser.addoption(
+    "--all",
+    action="store_true",
+    default=False,
+    help="run the slow tests too (CI: scripts/test.sh); without it and without -m, plain "
+    "`pytest` runs only the fast tier",
+  )
+
+
+def pytest_collection_modifyitems(config, items):
+  """Plain `pytest` deselects `slow` tests; `--all` keeps them, and so does any `-m` expression
+  (`pytest -m slow` runs only the slow tier)."""
+  if config.getoption("--all") or config.option.markexpr:
+    return
+  slow = [item for item in items if item.get_closest_marker("slow")]
+  if slow:
+    config.hook.pytest_deselected(items=slow)
+    items[:] = [item for item in items if not item.get_closest_marker("slow")]

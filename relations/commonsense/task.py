@@ -10,7 +10,7 @@ becomes eos padding, as `--no_text` does), `config.model.person_grounding`,
 `config.loss.mode` ("all" = EP loss); `config.evals.*.text_given=False`
 withholds event and place at test time only.
 
-`run_demo(workdir)`: synthetic data in the official layout -> TFDS -> tiny
+`demo.run_demo(workdir)`: synthetic data in the official layout -> TFDS -> tiny
 model trained by the shared trainer -> 5 nucleus samples per (event,
 relation) -> official generation JSON -> exact metrics (+ Acc@50) -> an HTML
 report with the generations next to their images.

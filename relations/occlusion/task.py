@@ -12,7 +12,7 @@ Loss: boundary (`config.loss.boundary`: "hed" class-balanced BCE or
 orientation loss (`config.loss.orientation`: "cosine" or "smooth_l1") on valid
 OB pixels only.
 
-`run_demo(workdir)` is this task's part of the README demo (synthetic data ->
+`demo.run_demo(workdir)` is this task's part of the README demo (synthetic data ->
 TFDS -> train tiny -> predictions -> scores, plus a Canny baseline scored by
 the same evaluator).
 """

@@ -42,7 +42,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from relations import io_util
-from relations.train import input_pipeline, summaries
+from relations.train import shm_transport, summaries
 
 Load = Callable[[int], dict]
 Emit = Callable[[int, Any], Any]
@@ -122,7 +122,7 @@ def batches(indices: Sequence[int], batch_size: int) -> Iterable[tuple[list[int]
 def stack(rows: list[dict]) -> dict[str, np.ndarray]:
   """Stacks equally shaped example dicts (clear error naming the feature otherwise)."""
   hint = "evaluation inputs must have fixed shapes (or use `bucket`)"
-  return {k: input_pipeline.stack_feature(rows, k, hint=hint) for k in rows[0]}
+  return {k: shm_transport.stack_feature(rows, k, hint=hint) for k in rows[0]}
 
 
 def predict_shard(

@@ -98,17 +98,3 @@ def np_cxcywh_to_xyxy(b):
     ],
     -1,
   )
-
-
-def np_xyxy_to_cxcywh(b):
-  """Host twin of `xyxy_to_cxcywh`."""
-  b = np.asarray(b)
-  return np.stack(
-    [
-      (b[..., 0] + b[..., 2]) / 2,
-      (b[..., 1] + b[..., 3]) / 2,
-      b[..., 2] - b[..., 0],
-      b[..., 3] - b[..., 1],
-    ],
-    -1,
-  )

@@ -66,13 +66,6 @@ def normalise_boxes(boxes, width, height):
   return (b + np.array([0, 0, 1, 1], np.float32)) / scale
 
 
-def denormalise_boxes(boxes, width, height):
-  """Inverse of `normalise_boxes`."""
-  b = np.asarray(boxes, np.float64)
-  scale = np.array([width, height, width, height], np.float64)
-  return b * scale - np.array([0, 0, 1, 1], np.float64)
-
-
 def resize_frames(frames, image_size):
   """uint8 `[T, h, w, 3]` (or a list of T frames) -> uint8 `[T, H, W, 3]`."""
   import cv2  # pylint: disable=g-import-not-at-top

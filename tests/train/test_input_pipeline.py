@@ -6,6 +6,7 @@ import functools
 import numpy as np
 
 from relations.train import input_pipeline
+from relations.train import shm_transport
 from tests import toy_task
 
 
@@ -83,13 +84,13 @@ def test_worker_batches_in_shared_memory_stay_intact_while_held(monkeypatch):
   import os  # pylint: disable=g-import-not-at-top
 
   names = []
-  call = input_pipeline._Attach.__call__  # pylint: disable=protected-access
+  call = shm_transport.Attach.__call__
 
   def record(self, batch):
     names.append(batch.name)
     return call(self, batch)
 
-  monkeypatch.setattr(input_pipeline._Attach, "__call__", record)  # pylint: disable=protected-access
+  monkeypatch.setattr(shm_transport.Attach, "__call__", record)
   pre = functools.partial(toy_task.preprocess_train, config=toy_task.get_config())
   src = toy_task.Source(37, 64, 0)  # 8 images of 64x64x3 float32: 393 KB a batch
 
@@ -99,7 +100,7 @@ def test_worker_batches_in_shared_memory_stay_intact_while_held(monkeypatch):
   want = {s: stream(0).local_batch_at(s) for s in range(16)}
   held = {}
   for s, b in stream(2).iterate(0, 16):
-    assert b["image"].nbytes >= input_pipeline.SHM_MIN_BYTES
+    assert b["image"].nbytes >= shm_transport.SHM_MIN_BYTES
     assert isinstance(b["image"].base.base, mmap.mmap)  # a view of a shared segment
     assert b["label"].base is None  # small arrays are pickled
     if s % 4 == 0:
@@ -115,5 +116,5 @@ def test_worker_batches_in_shared_memory_stay_intact_while_held(monkeypatch):
 
 def test_allocator_tuned_once_per_process():
   # glibc (this image): mallopt accepts both settings; a second call is a no-op.
-  assert input_pipeline.tune_allocator() is True
-  assert input_pipeline.tune_allocator() is True
+  assert shm_transport.tune_allocator() is True
+  assert shm_transport.tune_allocator() is True

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from relations import io_util
-from relations.commonsense.data.visualcomet import records as records_lib
 from relations.commonsense.metrics import ptb
+from relations.commonsense.text import person_tags
 from relations.commonsense.text import tokenizer as tokenizer_lib
 
 FIELDS = ("img_fn", "movie", "metadata_fn", "split", "place", "event")
@@ -56,7 +56,7 @@ def record(
       each exactly `max_new_tokens` long, padded after `<|e_in|>`).
     tok: the tokenizer.
   """
-  name2person = records_lib.name2person_from_keys(
+  name2person = person_tags.name2person_from_keys(
     [io_util.as_str(k) for k in example["person_keys"]]
   )
   out = {f: io_util.as_str(example[f]) for f in FIELDS}

@@ -247,16 +247,3 @@ def tokenize(captions: Sequence[str], exact_full_run: bool = False) -> list[str]
   out = _run_jar([lines[i] for i in send])
   done = {k: _postprocess(o) for k, o in zip(wanted, out) if k is not None}
   return [s if s is not None else done[k] for s, k in zip(simple, keys)]
-
-
-def tokenize_many(groups: Iterable[Sequence[str]]) -> list[list[str]]:
-  """Tokenises independent caption lists concurrently (one jar each).
-
-  pycocoevalcap tokenises references and hypotheses in two separate runs;
-  running them in threads uses two cores and yields identical output.
-  """
-  from concurrent import futures  # pylint: disable=g-import-not-at-top
-
-  groups = list(groups)
-  with futures.ThreadPoolExecutor(max(1, len(groups))) as pool:
-    return list(pool.map(tokenize, groups))

@@ -84,6 +84,15 @@ def invert(person2name: dict[str, str]) -> dict[str, str]:
   return {v: k for k, v in person2name.items()}
 
 
+def name2person_from_keys(keys) -> dict[str, str]:
+  """Rebuilds `name2person` (`<|detN|>` -> digit string) from stored person2name keys.
+
+  The builders store only the keys of an example's `person2name` (the digit strings as written,
+  e.g. ["3", "1", "57"]); this is the reverse map `replace_names` needs after decoding.
+  """
+  return {det_token(int(k)): k for k in keys}
+
+
 def replace_names(sent: str, name2person: dict[str, str]) -> str:
   """Backward mapping (official `replace_names`) after decoding.
 

@@ -257,14 +257,6 @@ class VisualCometTokenizer:
         out.extend(self._tok.encode(piece, add_special_tokens=False).ids)
     return out
 
-  def convert_tokens_to_ids(self, tokens: Sequence[str]) -> list[int]:
-    """Like 2.4.1: unknown token strings map to the unk (eos) id."""
-    ids = []
-    for t in tokens:
-      i = self._tok.token_to_id(t)
-      ids.append(self.eos_id if i is None else i)
-    return ids
-
   # ------------------------------------------------------------ decoding
   def _bytes_to_text(self, toks: list[str]) -> str:
     data = bytearray(_BYTE_DECODER[c] for c in ''.join(toks))

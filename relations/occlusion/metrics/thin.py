@@ -75,7 +75,6 @@ def _thin(img, lut1, lut2, ddy, ddx):
       # Parallel update: all deletions decided on the same input.
       for i in range(nd):
         cur[dele[i] // w, dele[i] % w] = False
-  return cur
 
 
 def thin(mask):

@@ -56,12 +56,6 @@ class Track:
   depth: float  # smaller is nearer the camera (drawn later)
   angle: np.ndarray  # tilt in degrees, positive leans right
 
-  def corners(self) -> np.ndarray:
-    """[F, 4] (x1, y1, x2, y2) of the untilted full box, float."""
-    return np.stack(
-      [self.cx - self.w / 2, self.cy - self.h / 2, self.cx + self.w / 2, self.cy + self.h / 2], -1
-    )
-
 
 @dataclasses.dataclass
 class Scene:
@@ -109,10 +103,6 @@ def _ground(scene: Scene, rng, h: float) -> float:
   """Centre y of an object of height h standing on the ground band."""
   ground = scene.height * rng.uniform(0.72, 0.9)
   return ground - h / 2
-
-
-def _off_left(scene: Scene, w: float) -> float:
-  return -w
 
 
 def _side(rng) -> int:

@@ -11,6 +11,7 @@ import tensorflow_datasets as tfds
 
 from relations.commonsense.data.visualcomet import records
 from relations.commonsense.data.visualcomet import visualcomet_dataset_builder as vcb
+from relations.commonsense.text import person_tags
 from relations.commonsense.text import safe_pickle
 
 DUMMY = os.path.join(os.path.dirname(vcb.__file__), "dummy_data")
@@ -133,7 +134,7 @@ def test_tag_beyond_detections_and_features(training_val):
   feats = safe_pickle.load(os.path.join(DUMMY, "features", "synth_val_00000@0.pkl"))
   want = np.concatenate([feats["image_features"][None], feats["object_features"][[0, 2]]])
   np.testing.assert_array_equal(ex["visual_features"], want)
-  assert records.name2person_from_keys(["3", "1", "57"]) == {
+  assert person_tags.name2person_from_keys(["3", "1", "57"]) == {
     "<|det3|>": "3",
     "<|det1|>": "1",
     "<|det57|>": "57",

@@ -22,7 +22,7 @@ from relations.occlusion.metrics import api
 from relations.occlusion.metrics import bsds
 from relations.occlusion.metrics import cli as occlusion_cli
 from relations.occlusion.metrics import image_eval
-from relations.occlusion.metrics import reference
+from tests.occlusion.metrics import reference
 from relations.occlusion.metrics import synthetic
 from tests.occlusion.metrics import fixtures
 

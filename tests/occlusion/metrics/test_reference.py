@@ -8,7 +8,7 @@ import numpy as np
 
 from relations.occlusion.metrics import api
 from relations.occlusion.metrics import image_eval
-from relations.occlusion.metrics import reference
+from tests.occlusion.metrics import reference
 from tests.occlusion.metrics import fixtures
 
 

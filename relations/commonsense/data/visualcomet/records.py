@@ -19,7 +19,7 @@ and the field.
 
 import json
 import os
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -218,32 +218,21 @@ def load_features(path: str, num_boxes: int) -> dict[str, np.ndarray]:
 
 
 # ------------------------------------------------------------- expansions
-def expand(records: list[dict[str, Any]], expansion: str) -> Iterator[tuple[int, dict[str, Any]]]:
-  """Official record expansions, in official order.
+def expand_record(record: dict[str, Any], event_idx: int, expansion: str) -> list[dict[str, Any]]:
+  """Official expansion of one record, in official order.
 
   Args:
-    records: annotation records of one split.
-    expansion: 'training' (one per ground-truth inference; relations intent,
-      before, after), 'generation' (one per event x relation, all three), or
-      'ranking' (training-style, as `run_rank.py` reads val).
+    record: one annotation record of a split (validated).
+    event_idx: its position in the split.
+    expansion: 'training' (one item per ground-truth inference; relations intent, before,
+      after), 'generation' (one per event x relation, all three), or 'ranking' (training-style,
+      as `run_rank.py` reads val).
 
-  Yields:
-    (expansion index, dict) with the record fields plus `event_idx`,
-    `inference_relation`, `event_name`, `person2name`, `name2person`, and
-    `inference_text`/`inference_text_name` (str for training/ranking; list
-    or absent for generation).
+  Returns:
+    dicts with the record fields plus `event_idx`, `inference_relation`, `event_name`,
+    `person2name`, `name2person`, and `inference_text`/`inference_text_name` (str for
+    training/ranking; list or absent for generation).
   """
-  if expansion not in ('training', 'generation', 'ranking'):
-    raise ValueError(f'unknown expansion {expansion!r}')
-  k = 0
-  for idx, rec in enumerate(records):
-    for item in expand_record(rec, idx, expansion):
-      yield k, item
-      k += 1
-
-
-def expand_record(record: dict[str, Any], event_idx: int, expansion: str) -> list[dict[str, Any]]:
-  """The items `expand` yields for one record (`event_idx`: its position in the split)."""
   if expansion not in ('training', 'generation', 'ranking'):
     raise ValueError(f'unknown expansion {expansion!r}')
   if expansion == 'generation':
@@ -254,11 +243,6 @@ def expand_record(record: dict[str, Any], event_idx: int, expansion: str) -> lis
 def rank_key(item: dict[str, Any]) -> str:
   """The official rank grouping key: img_fn + '_' + event + '_' + relation."""
   return item['img_fn'] + '_' + item['event'] + '_' + item['inference_relation']
-
-
-def name2person_from_keys(keys) -> dict[str, str]:
-  """Rebuilds `name2person` from the stored person2name keys (digit strings)."""
-  return {person_tags.det_token(int(k)): k for k in keys}
 
 
 # ------------------------------------------------------------ image table

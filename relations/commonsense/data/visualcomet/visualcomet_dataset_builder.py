@@ -43,7 +43,7 @@ Features of one joined example:
   person_keys      sequence of text: the keys of the official `person2name`
                    (digit strings as written; event tags plus the tags of the
                    inference(s) attached, as the official expansion does).
-                   name2person = records.name2person_from_keys(person_keys).
+                   name2person = person_tags.name2person_from_keys(person_keys).
   rank_key         text       img_fn + '_' + event + '_' + relation
   dets             int32 [M]: the official visual-slot detections
                    (`get_dets_to_use`: detections named by person_keys, else
@@ -191,7 +191,7 @@ def expansion_example(
     split: split name.
     expansion: 'training' | 'generation' | 'ranking'.
     k: expansion index.
-    item: the expanded record (`records.expand`).
+    item: the expanded record (`records.expand_record`).
     image_index: row of its image in the image table.
     meta: the image's metadata (`records.load_metadata`).
   """

@@ -1,22 +1,23 @@
-"""The VRD bench's floor parsers count every number of a document, as json.loads sees them."""
+"""Checks that the VRD bench's floor parsers count every number of a document as json.loads does.
 
-import importlib.util
+  python bench/video_relations_floor_check.py
+
+The floor of bench/video_relations_eval.py is only a reference line, so this check lives with
+the benches (run it after changing `_FLOOR`), not in the test suite: tests and benches do not
+import each other.
+"""
+
 import json
 import os
+import pathlib
 import random
 import subprocess
 import sys
+import tempfile
 
-_BENCH = os.path.join(
-  os.path.dirname(__file__), "..", "..", "..", "bench", "video_relations_eval.py"
-)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-
-def _floor_script():
-  spec = importlib.util.spec_from_file_location("video_relations_eval", _BENCH)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module._FLOOR  # pylint: disable=protected-access
+import video_relations_eval  # pylint: disable=g-import-not-at-top  (this directory)
 
 
 def _numbers(value):
@@ -31,7 +32,8 @@ def _numbers(value):
   return 0
 
 
-def test_floor_parsers_count_the_numbers_json_loads_reads(tmp_path):
+def check_floor_parsers(tmp_path: pathlib.Path):
+  """Raises AssertionError unless every floor mode counts json.loads's numbers and bytes."""
   rng = random.Random(0)
   shapes = [
     lambda: repr(round(rng.uniform(-2000, 2000), rng.randrange(4))),
@@ -56,9 +58,15 @@ def test_floor_parsers_count_the_numbers_json_loads_reads(tmp_path):
   path = tmp_path / "doc.json"
   path.write_text(text)
   want = _numbers(json.loads(text))
-  script = _floor_script()
+  script = video_relations_eval._FLOOR  # pylint: disable=protected-access
   for mode in ("parse", "wparse", "wparse2"):
     out = subprocess.run(
       [sys.executable, "-c", script, mode, str(path)], capture_output=True, text=True, check=True
     ).stdout
     assert f": {want} numbers, {len(text)} bytes" in out, (mode, out)
+    print(f"{mode}: ok ({want} numbers)")
+
+
+if __name__ == "__main__":
+  with tempfile.TemporaryDirectory() as tmp:
+    check_floor_parsers(pathlib.Path(tmp))

@@ -1,6 +1,6 @@
 """The same per-image counts computed on BSDS `correspondPixels` (oracle).
 
-Used only by tests: it runs pyEdgeEval 0.2.8's port of the BSDS matcher (an
+A test oracle: it runs pyEdgeEval 0.2.8's port of the BSDS matcher (an
 extra, imported lazily) once per threshold, exactly as doobscripts
 `EvaluateSingle.m` (fastmode = 0) does, and derives the same count rows as
 `image_eval.evaluate_image`, so both can be fed to the same aggregation.  It
