@@ -91,3 +91,15 @@ def test_submission_validation_names_the_record():
     ValueError, match=r"record 0: field 'img_fn' differs from annotation record 0"
   ):
     official.validate_submission(other, annots, 5)
+
+
+def test_scoring_a_blind_split_says_why(tmp_path, capsys):
+  from relations.commonsense.metrics import cli as commonsense_cli  # pylint: disable=g-import-not-at-top
+
+  annots, gens = tmp_path / "test_annots.json", tmp_path / "gens.json"
+  annots.write_text(json.dumps([{"img_fn": "a.jpg", "event": "1 sits"}]))
+  gens.write_text(json.dumps([]))
+  argv = ["--annotations", str(annots), "--generations", str(gens), "--no-meteor"]
+  assert commonsense_cli.main(argv) == 2
+  err = capsys.readouterr().err
+  assert "test_annots.json" in err and "a blind split (test_annots.json) cannot be scored" in err

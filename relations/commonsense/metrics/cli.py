@@ -216,7 +216,10 @@ def run(argv=None) -> dict:
   if args.generations is None and not args.acc50:
     parser.error("the following arguments are required: --generations (or --acc50)")
 
+  # Every file is read (and its JSON checked) before any is validated, in argument order.
   annotations = load_json(args.annotations, "annotations")
+  generations = load_json(args.generations, "generations") if args.generations else None
+  train = load_json(args.train_annotations, "train annotations") if args.train_annotations else None
   check_annotations(annotations, args.annotations, "annotations", need_sentences=False)
   acc50 = None
   if args.acc50:
@@ -224,7 +227,7 @@ def run(argv=None) -> dict:
       acc50 = rank.accuracy_from_official_results(args.candidates, annotations)
     except ValueError as e:
       raise cli_errors.InputError(str(e)) from None
-    if args.generations is None:
+    if generations is None:
       print(
         f"{'Acc@50':<18}{acc50['Acc@50']:>12.6f}{100 * acc50['Acc@50']:>10.2f}  "
         f"{acc50['num_queries']} queries"
@@ -233,8 +236,13 @@ def run(argv=None) -> dict:
         write_json_atomic(args.output, acc50)
         print(f"wrote {args.output}")
       return acc50
-  generations = load_json(args.generations, "generations")
-  train = load_json(args.train_annotations, "train annotations") if args.train_annotations else None
+  if not any(rel in rec for rec in annotations for rel in protocol.RELATIONS):
+    raise cli_errors.InputError(
+      "no record has intent / before / after: a blind split (test_annots.json) cannot be "
+      "scored here; its generation file is the leaderboard submission "
+      "(python -m relations.predict ... --eval test writes and validates it)",
+      file=args.annotations,
+    )
   if train is not None:
     check_annotations(train, args.train_annotations, "train annotations", need_sentences=True)
   try:
