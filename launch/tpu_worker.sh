@@ -5,7 +5,9 @@ set -euo pipefail
 usage() {
   cat <<'EOF'
 Usage: bash ~/relations/launch/tpu_worker.sh setup
-       bash ~/relations/launch/tpu_worker.sh train --bucket URL --config CONFIG [-- ARGS...]
+       bash ~/relations/launch/tpu_worker.sh train|start --bucket URL --config CONFIG [-- ARGS...]
+       bash ~/relations/launch/tpu_worker.sh finished
+       bash ~/relations/launch/tpu_worker.sh verify --bucket URL
 
 Runs on one Cloud TPU VM worker, from the checkout that launch/tpu_pod.sh unpacked in ~/relations.
 
@@ -24,6 +26,15 @@ setup  Make the Python the package needs and install this checkout into ~/.venvs
 train  `python -m relations.train` with RELATIONS_JAX_INIT=1 (jax.distributed discovers the pod),
        --workdir URL/workdir and the TFDS data directory URL/tensorflow_datasets. ARGS go to the
        trainer unchanged.
+start  `train` in the background, in its own session (it outlives the ssh that started it), its
+       output appended to ~/relations-train.log, copied to URL/logs/HOSTNAME.log every
+       RELATIONS_LOG_SYNC_S seconds (default 60) and when it ends; its exit status then goes to
+       ~/relations-train.rc and its session id is in ~/relations-train.pid.
+finished
+       exit 0 (printing the exit status) once the run that `start` began has ended, else 10.
+verify --bucket URL
+       exit 0 only if URL/workdir/train_summary.json says the run ended unpreempted and the
+       checkpoint of its final step is in URL/workdir/checkpoints (read through etils.epath).
 EOF
 }
 
@@ -141,9 +152,101 @@ train() {
     --config.data.data_dir="$bucket/tensorflow_datasets" "$@"
 }
 
+state="$HOME/relations-train"  # .log, .rc, .pid of the background run
+
+bucket_of() {  # the value of --bucket in "$@"
+  while [[ $# -gt 0 ]]; do
+    [[ "$1" == --bucket ]] && { echo "$2"; return; }
+    shift
+  done
+}
+
+copy_log() {  # LOG DEST: one upload through io_util (gs:// or a local path), never fatal
+  (cd "$src" && "$venv/bin/python" -c '
+import sys
+from relations import io_util
+with open(sys.argv[1], "rb") as f:
+  io_util.write_bytes_atomic(sys.argv[2], f.read())' "$1" "$2") ||
+    echo "tpu_worker.sh on $host: could not copy $1 to $2" >>"$1"
+}
+
+start() {
+  local bucket
+  bucket=$(bucket_of "$@")
+  [[ -n "$bucket" ]] || die "start needs --bucket"
+  python_ok || die "no Python >= 3.11 environment at $venv; run setup first"
+  rm -f "$state.rc" "$state.pid"
+  # setsid: its own session, so the ssh session's end does not hang it up, and one signal to the
+  # session (-pid) reaches the trainer and its input workers. No fd stays open to ssh.
+  setsid bash "${BASH_SOURCE[0]}" _background "$@" </dev/null >/dev/null 2>&1 &
+  echo "tpu_worker.sh on $host: training started in the background; log $state.log," \
+    "copied to $bucket/logs/$host.log"
+}
+
+_background() {
+  local bucket pid rc sync="${RELATIONS_LOG_SYNC_S:-60}"
+  bucket=$(bucket_of "$@")
+  echo $$ >"$state.pid"
+  # A handler, not "ignore": the trainer (exec'd by `train`) gets SIGTERM's default disposition
+  # back and installs its own; this shell only keeps waiting for it.
+  trap 'true' TERM INT HUP
+  # Appended: a restarted run's log follows the one it resumes (all of it goes to the bucket).
+  echo "tpu_worker.sh on $host: starting at $(date -u +%FT%TZ)" >>"$state.log"
+  bash "${BASH_SOURCE[0]}" train "$@" >>"$state.log" 2>&1 &
+  pid=$!
+  (
+    while kill -0 "$pid" 2>/dev/null; do
+      sleep "$sync"
+      copy_log "$state.log" "$bucket/logs/$host.log"
+    done
+  ) &
+  while :; do
+    wait "$pid" && rc=0 || rc=$?
+    kill -0 "$pid" 2>/dev/null || break  # else the wait was cut short by a signal
+  done
+  echo "tpu_worker.sh on $host: training exited with status $rc" >>"$state.log"
+  copy_log "$state.log" "$bucket/logs/$host.log"
+  echo "$rc" >"$state.rc.tmp" && mv "$state.rc.tmp" "$state.rc"
+}
+
+finished() {
+  if [[ -f "$state.rc" ]]; then
+    echo "tpu_worker.sh on $host: training ended with status $(cat "$state.rc")"
+    return 0
+  fi
+  return 10
+}
+
+verify() {
+  local bucket
+  bucket=$(bucket_of "$@")
+  [[ -n "$bucket" ]] || die "verify needs --bucket"
+  (cd "$src" && "$venv/bin/python" - "$bucket/workdir" <<'EOF')
+import json
+import sys
+from relations import io_util
+workdir = sys.argv[1]
+path = f"{workdir}/train_summary.json"
+if not io_util.exists(path):
+  sys.exit(f"not confirmed: no {path}")
+summary = json.loads(io_util.read_bytes(path))
+step = summary.get("final_step")
+if summary.get("preempted", True):
+  sys.exit(f"not confirmed: {path} says the run was preempted at step {step}")
+ckpt = f"{workdir}/checkpoints/{step}"
+if not io_util.isdir(ckpt):
+  sys.exit(f"not confirmed: {path} says step {step}, but {ckpt} is missing")
+print(f"confirmed: {path} (step {step}) and {ckpt}")
+EOF
+}
+
 case "${1:-}" in
   setup) shift; setup "$@";;
   train) shift; train "$@";;
+  start) shift; start "$@";;
+  _background) shift; _background "$@";;
+  finished) shift; finished "$@";;
+  verify) shift; verify "$@";;
   -h|--help) usage;;
   *) usage >&2; exit 2;;
 esac

@@ -9,8 +9,8 @@ current directory.
 
 The copy is atomic: it is made in a temporary folder beside its final place and renamed onto it,
 so a reader (another process on the same host, or a run restarted after a kill) sees either the
-complete copy or none. A copy is reused only while the object's size and modification time are those it was copied
-with; a changed object is copied again.
+complete copy or none. A copy is reused only while the object's size and modification time are
+those it was copied with; a changed object is copied again.
 
 Cache folder: `$RELATIONS_CACHE_DIR/remote_inputs` (default `~/.cache/relations/remote_inputs`).
 """

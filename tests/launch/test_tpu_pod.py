@@ -4,9 +4,11 @@ worker home (see tests/launch/standins.py for what each stand-in does and does n
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import sysconfig
+import time
 
 import portpicker
 import pytest
@@ -105,17 +107,24 @@ def _verbs(log):
 def test_worker_gets_python_311_installed_with_constraints_and_trains(tmp_path):
   env, log, home = _pod(tmp_path)
   bucket = tmp_path / "bucket"
-  out = _launch(env, *POD, "--bucket", str(bucket), *TINY)
+  out = _launch(env, *POD, "--bucket", str(bucket), "--poll", "1", *TINY)
   assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
 
-  assert _verbs(log) == [
+  verbs = _verbs(log)
+  polls = len(verbs) - 7
+  assert polls >= 1 and verbs == [
     ("create", None),
     ("scp", "--worker=all"),
-    ("ssh", "--worker=0"),
-    ("ssh", "--worker=all"),
-    ("ssh", "--worker=all"),
+    ("ssh", "--worker=0"),  # setup, worker 0 first
+    ("ssh", "--worker=all"),  # setup
+    ("ssh", "--worker=all"),  # start, detached
+    *[("ssh", "--worker=all")] * polls,  # finished?
+    ("ssh", "--worker=0"),  # verify in the bucket
     ("delete", None),
   ]
+  commands = [c["argv"][-1] for c in standins.calls(log, "gcloud") if c["argv"][3] == "ssh"]
+  assert "tpu_worker.sh start --bucket" in commands[2] and commands[3].endswith(" finished")
+  assert "tpu_worker.sh verify --bucket" in commands[-1]
   create = standins.calls(log, "gcloud")[0]["argv"]
   assert create[4] == "pod-a" and create[create.index("--version") + 1] == "tpu-ubuntu2204-base"
   assert create[create.index("--accelerator-type") + 1] == "v4-8"
@@ -157,7 +166,11 @@ def test_worker_gets_python_311_installed_with_constraints_and_trains(tmp_path):
   assert summary["final_step"] == 2 and summary["preempted"] is False
   assert sorted(os.listdir(bucket / "workdir" / "checkpoints")) == ["2"]
   assert os.listdir(bucket / "tensorflow_datasets")  # the TFDS build went to the bucket
-  assert "finished at step 2" in out.stdout
+  # The detached run's output is in the bucket (and not in the launcher's), then confirmed.
+  (worker_log,) = os.listdir(bucket / "logs")
+  text = (bucket / "logs" / worker_log).read_text()
+  assert "finished at step 2" in text and "training exited with status 0" in text, text[-3000:]
+  assert f"confirmed: {bucket}/workdir/train_summary.json (step 2)" in out.stdout
 
 
 def test_worker_setup_uses_the_image_python_when_it_is_new_enough(tmp_path):
@@ -226,11 +239,36 @@ def test_dry_run_prints_the_commands_and_runs_none(tmp_path):
     ),
     "--worker=0",
     "tpu_worker.sh\\ setup",
-    "tpu_worker.sh\\ train\\ --bucket\\ gs://b/run",
+    "tpu_worker.sh\\ start\\ --bucket\\ gs://b/run",
+    "--worker=all --command bash\\ ~/relations/launch/tpu_worker.sh\\ finished",
+    "--worker=0 --command bash\\ ~/relations/launch/tpu_worker.sh\\ verify\\ --bucket\\ gs://b/run",
     "tpu-vm delete pod-a",
     "UV_PYTHON_INSTALL_MIRROR=https://mirror.example/pbs\\\\\\ dir\\ bash",
   ):
     assert part in text, (part, text)
+
+
+@pytest.mark.parametrize(
+  "tpu,image",
+  [
+    ("v4-32", "tpu-ubuntu2204-base"),
+    ("v5litepod-16", "v2-alpha-tpuv5-lite"),
+    ("v5p-8", "v2-alpha-tpuv5"),
+    ("v6e-8", "v2-alpha-tpuv6e"),
+  ],
+)
+def test_image_is_chosen_by_tpu_type(tmp_path, tpu, image):
+  env, _, _ = _pod(tmp_path)
+  pod = ["--name", "p", "--zone", "z", "--type", tpu, "--bucket", "gs://b/r", "--config", "c"]
+  out = _launch(env, *pod, "--dry-run", timeout=60)
+  assert out.returncode == 0, out.stderr
+  assert f"--accelerator-type {tpu} --version {image} \n" in out.stdout, out.stdout
+  # An explicit --version wins; an unknown generation needs one.
+  out = _launch(env, *pod, "--version", "my-image", "--dry-run", timeout=60)
+  assert f"--accelerator-type {tpu} --version my-image \n" in out.stdout, out.stdout
+  pod[pod.index(tpu)] = "v9x-8"
+  out = _launch(env, *pod, "--dry-run", timeout=60)
+  assert out.returncode == 2 and "no default image for --type v9x-8; pass --version" in out.stderr
 
 
 def test_missing_and_unknown_arguments_exit_2(tmp_path):
@@ -239,4 +277,47 @@ def test_missing_and_unknown_arguments_exit_2(tmp_path):
   assert out.returncode == 2 and "tpu_pod.sh: missing --zone" in out.stderr
   out = _launch(env, *POD, "--bucket", "b", "--config", "c", "--nope", timeout=60)
   assert out.returncode == 2 and "unknown argument --nope" in out.stderr
+  out = _launch(env, *POD, "--bucket", "b", "--config", "c", "--max-restarts", "x", timeout=60)
+  assert out.returncode == 2 and "--max-restarts needs a whole number" in out.stderr
   assert standins.calls(log, "gcloud") == []
+
+
+@pytest.mark.slow
+def test_preempted_run_is_restarted_and_the_pod_deleted_only_once_confirmed(tmp_path):
+  """The detached run gets SIGTERM (a maintenance event) after its first checkpoint: it saves and
+  exits 143, the bucket does not confirm it, so the launcher starts it again; the restart resumes
+  from the bucket and finishes, and only then is the pod deleted."""
+  env, log, home = _pod(tmp_path)
+  bucket = tmp_path / "bucket"
+  six = [a.replace("total_steps=2", "total_steps=6") for a in TINY]
+  cmd = ["bash", SCRIPT, *POD, "--bucket", str(bucket), "--poll", "1", "--max-restarts", "2"]
+  with open(tmp_path / "launcher.log", "w") as out:
+    launcher = subprocess.Popen([*cmd, *six], cwd=ROOT, env=env, stdout=out, stderr=out)
+  try:
+    deadline = time.time() + 400
+    first = bucket / "workdir" / "checkpoints" / "2"
+    while not first.is_dir():
+      assert launcher.poll() is None, (tmp_path / "launcher.log").read_text()[-3000:]
+      assert time.time() < deadline, "no checkpoint in the bucket after 400 s"
+      time.sleep(0.1)
+    # The whole detached session: the trainer and its input workers, as a host shutdown does.
+    os.killpg(int((home / "relations-train.pid").read_text()), signal.SIGTERM)
+    rc = launcher.wait(timeout=600)
+  finally:
+    if launcher.poll() is None:
+      launcher.kill()
+  text = (tmp_path / "launcher.log").read_text()
+  assert rc == 0, text[-5000:]
+  assert "restart 1 of 2: resuming from the last checkpoint" in text
+  assert "says the run was preempted at step" in text  # the first verify refused
+  with open(bucket / "workdir" / "train_summary.json") as f:
+    summary = json.load(f)
+  assert summary["final_step"] == 6 and summary["preempted"] is False
+  verbs = _verbs(log)
+  assert verbs[-1] == ("delete", None) and verbs.count(("delete", None)) == 1
+  assert verbs.count(("create", None)) == 1  # the pod answered: no new pod
+  starts = [c for c in standins.calls(log, "gcloud") if " start --bucket" in c["argv"][-1]]
+  assert len(starts) == 2
+  (worker_log,) = os.listdir(bucket / "logs")
+  worker_text = (bucket / "logs" / worker_log).read_text()
+  assert "Resumed from" in worker_text and "finished at step 6" in worker_text, worker_text[-3000:]
