@@ -31,6 +31,7 @@ import optax
 from relations import io_util
 from relations.train import checkpoint as ckpt_lib
 from relations.train import config_util
+from relations.train import disk_full
 from relations.train import input_pipeline
 from relations.train import optim
 from relations.train import prefetch
@@ -411,7 +412,9 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
   """
   workdir = io_util.local_abspath(workdir)  # a gs:// URL stays one (never <cwd>/gs:/...)
   io_util.makedirs(workdir)
-  with workdir_lock.hold(workdir, enabled=jax.process_index() == 0):
+  lead = jax.process_index() == 0
+  # A full disk: one DiskFullError naming the file, the failed save's partial folder removed.
+  with workdir_lock.hold(workdir, enabled=lead), disk_full.guard(workdir, lead=lead):
     finished = _finished_run(config, workdir)
     if finished is not None:
       return finished
