@@ -36,6 +36,7 @@ from relations.train import input_pipeline
 from relations.train import optim
 from relations.train import prefetch
 from relations.train import sharding
+from relations.train import startup_stop
 from relations.train import workdir_lock
 
 
@@ -86,6 +87,7 @@ class _Preemption:
     return self
 
   def _handler(self, signum, frame):  # pylint: disable=unused-argument
+    startup_stop.check()  # during the first step (compiling): stop at once, nothing to save
     logging.warning("SIGTERM received: saving a checkpoint after this step and exiting.")
     self.requested = True
 
@@ -414,7 +416,12 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
   io_util.makedirs(workdir)
   lead = jax.process_index() == 0
   # A full disk: one DiskFullError naming the file, the failed save's partial folder removed.
-  with workdir_lock.hold(workdir, enabled=lead), disk_full.guard(workdir, lead=lead):
+  # SIGTERM before the first step is done: exit 143 at once (nothing new to save).
+  with (
+    workdir_lock.hold(workdir, enabled=lead),
+    disk_full.guard(workdir, lead=lead),
+    startup_stop.guard(),
+  ):
     finished = _finished_run(config, workdir)
     if finished is not None:
       return finished
@@ -547,6 +554,7 @@ def _train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Tra
       done = step + 1
       if t0 is None:  # exclude compilation from the throughput figure
         jax.block_until_ready(state["step"])
+        startup_stop.training_started()
         t0, timed_steps = time.perf_counter(), 0
       else:
         timed_steps += 1
