@@ -1,4 +1,5 @@
-"""Fault cases of issue 36 about storage: a disk that fills during a checkpoint save.
+"""Fault cases of issue 36 about storage: a disk that fills during a checkpoint save, a damaged
+checkpoint metadata file.
 
 Each test first causes the fault, then checks the message and the exit status.
 """
@@ -10,9 +11,11 @@ import subprocess
 import sys
 import uuid
 
+import jax
 import orbax.checkpoint as ocp
 import pytest
 
+from relations import predict
 from relations.train import __main__ as train_main
 from relations.train import checkpoint_integrity, disk_full, trainer
 from tests import toy_task
@@ -164,3 +167,43 @@ def test_fault_disk_full_error_names_the_file_tensorstore_reports(tmp_path, monk
   key = uuid.uuid4().hex
   with pytest.raises(KeyError, match=key), disk_full.guard(str(tmp_path)):
     raise KeyError(key)  # anything else passes through unchanged
+
+
+@pytest.mark.slow
+def test_fault_corrupt_checkpoint_metadata(tmp_path, capsys):
+  """A damaged `state/_METADATA`: predict named the folder and called it "not a train-state
+  checkpoint"; now the file is named, with and without recorded checksums."""
+  workdir = str(tmp_path / "w")
+  trainer.train(_config(3), workdir, devices=jax.devices()[:1])
+  metadata = os.path.join(workdir, "checkpoints", "3", "state", "_METADATA")
+  with open(metadata, "r+b") as f:
+    f.write(b"\0garbage")  # the fault
+  # Orbax alone reads it as "no metadata": nothing names the file.
+  meta = ocp.PyTreeCheckpointer().metadata(os.path.dirname(metadata))
+  assert getattr(getattr(meta, "item_metadata", meta), "tree", None) in (None, {})
+  capsys.readouterr()
+
+  def predict_err():
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+      status = predict.main(["--config", "tests/toy_task.py", "--workdir", workdir])
+    finally:
+      os.chdir(cwd)
+    return status, capsys.readouterr().err.strip().splitlines()[-1]
+
+  status, last = predict_err()
+  assert status == 2
+  assert last == (
+    f"error: {metadata}: checkpoint of step 3 is damaged: content differs from the checksum "
+    "recorded at save (corrupted on disk)"
+  )
+  # A checkpoint saved without checksums (older runs): the unreadable file is still named.
+  os.remove(os.path.join(workdir, "checkpoints", "3", checkpoint_integrity.MANIFEST))
+  status, last = predict_err()
+  assert status == 2
+  assert last == (
+    f"error: {metadata}: checkpoint of step 3 is damaged: unreadable metadata file (not JSON: "
+    "Expecting value: line 1 column 1 (char 0))"
+  )
+  assert not any(n.startswith("predict_step") for n in os.listdir(workdir))
