@@ -5,6 +5,7 @@ import sys
 from relations import cli_errors
 from relations.train import cli
 from relations.train import distributed
+from relations.train import startup_stop
 
 
 @cli_errors.entry_point
@@ -22,7 +23,10 @@ def main(argv=None) -> int:
   from relations.train import trainer  # pylint: disable=g-import-not-at-top
 
   logging.set_verbosity(logging.INFO)
-  result = trainer.train(config, args.workdir)
+  try:
+    result = trainer.train(config, args.workdir)
+  except startup_stop.Stopped:
+    return 143  # its one line is printed; 128 + SIGTERM, as a preempted run (requeued)
   print(
     f"finished at step {result.step} ({result.steps_per_sec:.2f} steps/s"
     f"{', preempted' if result.preempted else ''})"

@@ -147,16 +147,63 @@ def abstract_of(state_shapes, shardings):
   )
 
 
+# Step folders checked against their checksums in this process (`read_shapes` then
+# `restore_params` read the same checkpoint: hashing a large one twice would double its I/O).
+_verified: set[str] = set()
+
+
+def _verify_once(step_path) -> bool:
+  """`integrity.verify` of `step_path` unless this process already verified it."""
+  key = str(step_path)
+  if key in _verified:
+    return True
+  step = int(step_path.name) if step_path.name.isdigit() else -1
+  ok = integrity.verify(step_path, step)
+  if ok:
+    _verified.add(key)
+  return ok
+
+
+def _check_metadata_file(state_dir) -> None:
+  """Raises CheckpointDamagedError naming `state/_METADATA` when it is not readable JSON.
+
+  Orbax reads a damaged metadata file as "no metadata" (a warning), which reads like the wrong
+  kind of checkpoint; the file itself is what is wrong.
+  """
+  import json  # pylint: disable=g-import-not-at-top
+
+  path = epath.Path(state_dir) / "_METADATA"
+  step_name = epath.Path(state_dir).parent.name
+  step = int(step_name) if step_name.isdigit() else -1
+  if not path.exists():
+    raise integrity.CheckpointDamagedError(step, path, "metadata file missing")
+  try:
+    json.loads(path.read_bytes().decode("utf-8"))
+  except (UnicodeDecodeError, ValueError) as e:
+    raise integrity.CheckpointDamagedError(
+      step, path, f"unreadable metadata file (not JSON: {e})"
+    ) from None
+
+
 def read_shapes(state_dir: str) -> dict:
   """The saved state's tree of ShapeDtypeStructs, from the checkpoint's metadata (no data read).
 
+  The checkpoint's recorded checksums are checked first, so a damaged metadata file is named.
+
   Args:
     state_dir: `<workdir>/checkpoints/<step>/state`.
+
+  Raises:
+    integrity.CheckpointDamagedError: a file of the checkpoint (its metadata included) is
+      missing or damaged (names the file).
+    ValueError: a readable checkpoint that is not a train state.
   """
+  _verify_once(epath.Path(state_dir).parent)
   meta = ocp.PyTreeCheckpointer().metadata(state_dir)
   tree = getattr(meta, "item_metadata", meta)
   tree = getattr(tree, "tree", tree)
   if not isinstance(tree, dict) or "params" not in tree:
+    _check_metadata_file(state_dir)  # unverified checkpoints: name a damaged metadata file
     raise ValueError(f"{state_dir}: not a train-state checkpoint (no 'params' in its metadata)")
   return jax.tree.map(lambda m: jax.ShapeDtypeStruct(tuple(m.shape), m.dtype), tree)
 
@@ -171,7 +218,7 @@ def restore_params(state_dir: str, abstract_params):
     integrity.CheckpointDamagedError: a file of the checkpoint is missing or damaged.
   """
   step_path = epath.Path(state_dir).parent
-  if not integrity.verify(step_path, int(step_path.name) if step_path.name.isdigit() else -1):
+  if not _verify_once(step_path):
     integrity.warn(f"{step_path}: no checksums recorded for this checkpoint; restored unverified")
   item = {"params": abstract_params}
   restore_args = jax.tree.map(lambda x: ocp.ArrayRestoreArgs(sharding=x.sharding), item)

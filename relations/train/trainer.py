@@ -32,11 +32,13 @@ import optax
 from relations import io_util
 from relations.train import checkpoint as ckpt_lib
 from relations.train import config_util
+from relations.train import disk_full
 from relations.train import input_pipeline
 from relations.train import optim
 from relations.train import perf
 from relations.train import prefetch
 from relations.train import sharding
+from relations.train import startup_stop
 from relations.train import summaries
 from relations.train import workdir_lock
 
@@ -88,6 +90,7 @@ class _Preemption:
     return self
 
   def _handler(self, signum, frame):  # pylint: disable=unused-argument
+    startup_stop.check()  # during the first step (compiling): stop at once, nothing to save
     logging.warning("SIGTERM received: saving a checkpoint after this step and exiting.")
     self.requested = True
 
@@ -420,7 +423,14 @@ def train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Trai
   """
   workdir = io_util.local_abspath(workdir)  # a gs:// URL stays one (never <cwd>/gs:/...)
   io_util.makedirs(workdir)
-  with workdir_lock.hold(workdir, enabled=jax.process_index() == 0):
+  lead = jax.process_index() == 0
+  # A full disk: one DiskFullError naming the file, the failed save's partial folder removed.
+  # SIGTERM before the first step is done: exit 143 at once (nothing new to save).
+  with (
+    workdir_lock.hold(workdir, enabled=lead),
+    disk_full.guard(workdir, lead=lead),
+    startup_stop.guard(),
+  ):
     finished = _finished_run(config, workdir)
     if finished is not None:
       return finished
@@ -562,6 +572,7 @@ def _train(config: ml_collections.ConfigDict, workdir: str, devices=None) -> Tra
       profiler.after(done, state)
       if t0 is None:  # exclude compilation from the throughput figure
         jax.block_until_ready(state["step"])
+        startup_stop.training_started()
         t0, timed_steps = time.perf_counter(), 0
       else:
         timed_steps += 1
