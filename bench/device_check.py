@@ -13,7 +13,7 @@ per config:
   * compile time: lower + compile of the step at the timing batch (ahead of time);
   * step time: median wall time of `--steps` steps after two warm-up steps, each waited for;
   * MFU: FLOPs of the compiled step (XLA cost analysis, per device) / step time / the device's
-    dense bf16 peak (`PEAK_TFLOPS`; `--peak_tflops` for other devices; n/a on CPU);
+    dense bf16 peak (`relations.train.perf.PEAK_TFLOPS`; `--peak_tflops` for others; n/a on CPU);
   * peak device memory: `memory_stats()["peak_bytes_in_use"]` of the worker process (GPU/TPU);
     on CPU, which has no allocator statistics, XLA's buffer assignment of the step (marked "est");
   * loss difference: the same `--ref_steps` steps (same initial parameters, same batches, same
@@ -54,38 +54,12 @@ CONFIGS = {
 }
 CPU_BATCH = 2  # per device, tiny configs on a CPU-only host
 
-# Dense bf16 peak per chip, TFLOP/s (vendor datasheets), matched on lower-cased device_kind in
-# order (more specific names first).
-PEAK_TFLOPS = (
-  ("h100 pcie", 756.0),
-  ("h100", 989.0),
-  ("h200", 989.0),
-  ("gh200", 989.0),
-  ("h800", 989.0),
-  ("b200", 2250.0),
-  ("a100", 312.0),
-  ("a800", 312.0),
-  ("l40s", 362.0),
-  ("l4", 121.0),
-  ("a10", 125.0),
-  ("v100", 125.0),
-  ("tpu v6 lite", 918.0),
-  ("tpu v6e", 918.0),
-  ("tpu v5 lite", 197.0),
-  ("tpu v5e", 197.0),
-  ("tpu v5p", 459.0),
-  ("tpu v5", 459.0),
-  ("tpu v4", 275.0),
-  ("tpu v3", 123.0),
-)
-
 
 def peak_tflops(device_kind: str) -> float | None:
-  kind = device_kind.lower()
-  for key, value in PEAK_TFLOPS:
-    if key in kind:
-      return value
-  return None
+  """Dense bf16 peak per chip (the trainer's table, relations/train/perf.py)."""
+  from relations.train import perf  # pylint: disable=g-import-not-at-top
+
+  return perf.peak_tflops(device_kind)
 
 
 # ---------------------------------------------------------------- worker (one subprocess)
@@ -143,11 +117,28 @@ def _time_and_losses(config, devices, batch_size: int, steps: int, ref_bs: int, 
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
 
+  ref_pool = ref_future = None
+  if ref_steps and ref_bs != batch_size:
+    # The reference batch's step compiles in a thread beside the timing step's compile (XLA
+    # compiles on the host; two modules overlap on its cores) and is waited for before the timed
+    # steps, so it never competes with them.
+    def build_ref():
+      ref_step, ref_state, ref_in, ref_pieces = _build(config, devices, ref_bs)
+      return ref_step.lower(ref_state, ref_in).compile(), ref_pieces
+
+    ref_pool = concurrent.futures.ThreadPoolExecutor(1)
+    ref_future = ref_pool.submit(build_ref)
   step, abstract_state, abstract_in, pieces = _build(config, devices, batch_size)
   t0 = time.perf_counter()
   lowered = step.lower(abstract_state, abstract_in)
   compiled = lowered.compile()
   compile_s = time.perf_counter() - t0
+  ref_compiled = None
+  if ref_future is not None:
+    t1 = time.perf_counter()
+    ref_compiled = ref_future.result()
+    ref_pool.shutdown()
+    print(f"reference-batch step ready {time.perf_counter() - t1:.1f} s after the timing step")
 
   def flops_of(stage):
     try:
@@ -195,8 +186,8 @@ def _time_and_losses(config, devices, batch_size: int, steps: int, ref_bs: int, 
     "peak_bytes": _peak_bytes(devices),
   }
   if ref_steps:
-    if ref_bs != batch_size:
-      compiled, _, _, pieces = _build(config, devices, ref_bs)
+    if ref_compiled is not None:
+      compiled, pieces = ref_compiled
     out["losses"] = _run_losses(
       compiled, init, pieces, _batches(config, ref_bs, ref_steps, seed=100)
     )
