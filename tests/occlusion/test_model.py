@@ -11,6 +11,7 @@ from relations.occlusion import model as occlusion_vit
 TINY_VIT = dict(width=16, depth=1, mlp_dim=32, num_heads=2, patch_size=8, posemb_grid=(4, 4))
 
 
+@pytest.mark.slow  # four model variants compiled; the other tests here keep the model fast-tier
 @pytest.mark.parametrize(
   "hires,orientation,patch", [(True, True, 8), (False, True, 8), (True, False, 16), (True, True, 4)]
 )

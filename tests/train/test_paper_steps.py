@@ -36,6 +36,7 @@ def test_host_callback_detector_sees_pure_callback():
   assert paper_configs.host_callbacks(text), text
 
 
+@pytest.mark.slow  # compiles each paper-size step
 @pytest.mark.parametrize("task", sorted(paper_configs.PAPER))
 def test_paper_step_has_no_host_callback(task):
   config = paper_configs.paper_config(task)
@@ -98,6 +99,7 @@ def _at(tree, path):
   return np.asarray(tree)
 
 
+@pytest.mark.slow  # paper-size models trained a few steps
 @pytest.mark.parametrize("task", sorted(paper_configs.PAPER))
 def test_paper_config_trains_from_imported_backbone(tmp_path, task):
   from relations.train import trainer  # pylint: disable=g-import-not-at-top

@@ -13,6 +13,7 @@ import os
 import jax
 import ml_collections
 import numpy as np
+import pytest
 
 from relations.train import config_util
 from relations.train import trainer
@@ -55,6 +56,9 @@ def _assert_mesh_invariant(config, tmp_path):
   assert moved > 0
 
 
+# Each trains a task twice (1 device, 8-device mesh); the tasks' own tiny end-to-end tests stay
+# in the fast tier.
+@pytest.mark.slow
 def test_occlusion_tiny(tmp_path):
   from relations.occlusion.data.occlusion_boundaries import make_dummy_data  # pylint: disable=g-import-not-at-top
 
@@ -69,6 +73,7 @@ def test_occlusion_tiny(tmp_path):
   _assert_mesh_invariant(config, tmp_path)
 
 
+@pytest.mark.slow
 def test_video_relations_tiny(tmp_path):
   from relations.video_relations.data import synthetic as synthetic_vidor  # pylint: disable=g-import-not-at-top
 
@@ -89,6 +94,7 @@ def test_video_relations_tiny(tmp_path):
   _assert_mesh_invariant(config, tmp_path)
 
 
+@pytest.mark.slow
 def test_commonsense_tiny(tmp_path):
   from relations.commonsense.data import synthetic as synthetic_commonsense  # pylint: disable=g-import-not-at-top
   from relations.commonsense import demo  # pylint: disable=g-import-not-at-top

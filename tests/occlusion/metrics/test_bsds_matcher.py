@@ -75,6 +75,7 @@ def _oracle(args, kw, seed):
   return reference.reference_counts(*args, nthresh=NTHRESH, **kw)
 
 
+@pytest.mark.slow  # ~20 s of repeated BSDS matcher runs
 def test_bsds_counts_are_pyedgeeval_counts_within_its_spread():
   spread_total = 0
   for name, args, kw in _cases():

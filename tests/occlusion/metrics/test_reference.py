@@ -5,6 +5,7 @@ matcher's cost within the CI budget; bench/occlusion_eval.py runs 99.
 """
 
 import numpy as np
+import pytest
 
 from relations.occlusion.metrics import api
 from relations.occlusion.metrics import image_eval
@@ -12,6 +13,7 @@ from tests.occlusion.metrics import reference
 from tests.occlusion.metrics import fixtures
 
 
+@pytest.mark.slow  # ~40 s: 32 pairs x 33 thresholds of the stochastic BSDS matcher
 def test_metrics_agree_with_bsds_matcher():
   pairs = fixtures.pairs()
   ours, ref = [], []
