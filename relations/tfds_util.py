@@ -181,6 +181,7 @@ def check_shared_data_dir(data_dir: str) -> None:
 
 
 def _open(builder_cls, config, data_dir, file_format):
+  """The builder of `data_dir` (reads only); a dataset prepared in another format is refused."""
   try:
     return builder_cls(config=config, data_dir=data_dir, file_format=file_format)
   except ValueError as e:
@@ -193,6 +194,10 @@ def _open(builder_cls, config, data_dir, file_format):
       f"--file_format {file_format}` or convert it with `tfds convert_format --dataset_dir "
       f"DIR --out_file_format {file_format}`."
     ) from e
+
+
+open_builder = _open  # for `relations.datasets.prepare`
+sigterm_interrupts = _sigterm_interrupts
 
 
 # Beam counters of `BeamOrGenerator` builds: "<split>/items" and "<split>/examples".

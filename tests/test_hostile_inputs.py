@@ -1088,7 +1088,7 @@ ROWS = [
     "prepare",
     "vidor --manual_dir {d}/empty_manual",
     2,
-    ["--manual_dir and --data_dir are required"],
+    ["--data_dir is required"],
     {},
   ),
   (

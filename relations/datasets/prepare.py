@@ -60,8 +60,8 @@ def main(argv=None) -> int:
       configs = [c.name for c in (cls.BUILDER_CONFIGS or [])]
       print(f"{name}: {', '.join(configs) if configs else '(no configs)'}")
     return 0 if args.list else 2
-  if not args.manual_dir or not args.data_dir:
-    p.error("--manual_dir and --data_dir are required")
+  if not args.data_dir:
+    p.error("--data_dir is required")
   name, _, config = args.dataset.partition("/")
   cls = builder_class(name)
   known = [c.name for c in (cls.BUILDER_CONFIGS or [])]
@@ -70,24 +70,37 @@ def main(argv=None) -> int:
       f"unknown config {config!r} of dataset {name!r}; choose one of "
       f"{', '.join(known) or '(none: give the bare name)'}"
     )
-  if "://" not in args.data_dir:
-    cli_errors.check_output_dir(args.data_dir)
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
 
-  builder = cls(config=config or None, data_dir=args.data_dir, file_format=args.file_format)
-  download_config = tfds.download.DownloadConfig(manual_dir=args.manual_dir)
-  if args.beam_pipeline_options:
-    beam = tfds.core.lazy_imports.apache_beam
-    download_config.beam_options = beam.options.pipeline_options.PipelineOptions(
-      flags=[f"--{opt}" for opt in args.beam_pipeline_options.split(",")]
-    )
-  builder.download_and_prepare(download_config=download_config)
+  from relations import tfds_util  # pylint: disable=g-import-not-at-top
+
+  # Opening the builder only reads: an already-prepared data_dir (read-only, another user's, a
+  # bucket) is used as it is, with no write attempted and no --manual_dir needed.
+  builder = tfds_util.open_builder(cls, config or None, args.data_dir, args.file_format)
+  if builder.is_prepared():
+    print(f"{builder.info.full_name} is already prepared in {args.data_dir}; nothing to do")
+  else:
+    if not args.manual_dir:
+      p.error(f"--manual_dir is required: {name} is not prepared in {args.data_dir} yet")
+    if "://" not in args.data_dir:
+      cli_errors.check_output_dir(args.data_dir)
+    download_config = tfds.download.DownloadConfig(manual_dir=args.manual_dir)
+    if args.beam_pipeline_options:
+      beam = tfds.core.lazy_imports.apache_beam
+      download_config.beam_options = beam.options.pipeline_options.PipelineOptions(
+        flags=[f"--{opt}" for opt in args.beam_pipeline_options.split(",")]
+      )
+    # A build killed earlier left its incomplete.* folder: removed now (a live one is kept).
+    tfds_util.remove_stale_incomplete(builder.data_dir)
+    with tfds_util.sigterm_interrupts(f"the build of {builder.name}"):
+      builder.download_and_prepare(download_config=download_config)
   print(
     f"prepared {builder.info.full_name} in {args.data_dir}: "
     + ", ".join(f"{k}={v.num_examples}" for k, v in builder.info.splits.items())
   )
-  for line in getattr(builder, "describe_prepared", lambda _: [])(args.manual_dir):
-    print(line)  # a builder's own summary (occlusion: the training pool)
+  if args.manual_dir:  # a builder's own summary (occlusion: the training pool) reads the release
+    for line in getattr(builder, "describe_prepared", lambda _: [])(args.manual_dir):
+      print(line)
   return 0
 
 
