@@ -79,6 +79,7 @@ def test_a_row_whose_config_does_not_load_is_named_before_anything_runs(tmp_path
   assert "Unknown config field 'sed'" in out and not (tmp_path / "w").exists()
 
 
+@pytest.mark.slow  # 10-40 s on 2 cores (#38 timings)
 def test_interrupted_local_sweep_resumes_where_it_stopped_and_a_failed_row_is_kept(tmp_path):
   w = str(tmp_path / "w")
   args = ("--config", TOY, "--hyper", "fail_then_ok", "--workdir", w, "--config.log_every=1")

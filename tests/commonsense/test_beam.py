@@ -59,7 +59,13 @@ def _brute_force(lm, params, prompts, length_penalty):
   return ranked
 
 
-@pytest.mark.parametrize("length_penalty", [0.0, 1.0, -1.5])
+# The first case of each parametrisation runs in the fast tier, the others (5-10 s each) in the slow.
+_SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize(
+  "length_penalty", [0.0, pytest.param(1.0, marks=_SLOW), pytest.param(-1.5, marks=_SLOW)]
+)
 def test_exhaustive_width_ranks_every_hypothesis_like_brute_force(length_penalty):
   lm, params = _lm(30.0)
   prompts = jnp.asarray(np.random.default_rng(0).integers(0, V, (2, P)))
@@ -103,7 +109,9 @@ def test_narrow_beam_scores_are_the_brute_force_scores_of_its_hypotheses():
     assert list(rows[0]) == want[b][0][1]
 
 
-@pytest.mark.parametrize("stop_id,length_penalty", [(STOP, 0.0), (-1, 1.0)])
+@pytest.mark.parametrize(
+  "stop_id,length_penalty", [(STOP, 0.0), pytest.param(-1, 1.0, marks=_SLOW)]
+)
 def test_width_one_equals_greedy(stop_id, length_penalty):
   lm, params = _lm(3.0)
   prompts = jnp.asarray(np.random.default_rng(1).integers(0, V, (5, P)))
@@ -202,7 +210,13 @@ def hf_tiny(tmp_path_factory):
 
 
 @pytest.mark.parametrize(
-  "length_penalty,early_stopping", [(1.0, False), (0.0, False), (2.0, "never"), (-1.0, True)]
+  "length_penalty,early_stopping",
+  [
+    (1.0, False),
+    pytest.param(0.0, False, marks=_SLOW),
+    pytest.param(2.0, "never", marks=_SLOW),
+    pytest.param(-1.0, True, marks=_SLOW),
+  ],
 )
 def test_equals_transformers_generate(hf_tiny, length_penalty, early_stopping):
   model, lm, params = hf_tiny

@@ -170,6 +170,7 @@ def test_fault_predict_output_leaves_a_read_only_run_untouched(trained, tmp_path
   assert _snapshot(workdir) == before
 
 
+@pytest.mark.slow  # 10-40 s on 2 cores (#38 timings)
 def test_fault_flipped_byte_resume_falls_back_to_newest_intact(trained, tmp_path, capsys):
   one = jax.devices()[:1]
   damaged, clean = _copy(trained, tmp_path, "damaged"), _copy(trained, tmp_path, "clean")
@@ -192,6 +193,7 @@ def test_fault_flipped_byte_resume_falls_back_to_newest_intact(trained, tmp_path
   assert checkpoint_integrity.verify(os.path.join(damaged, "checkpoints", "9"), 9)
 
 
+@pytest.mark.slow  # 10-40 s on 2 cores (#38 timings)
 def test_fault_empty_step_folder_and_corrupt_latest_do_not_block_resume(trained, tmp_path, capsys):
   workdir = _copy(trained, tmp_path)
   os.remove(os.path.join(workdir, "train_summary.json"))
@@ -249,6 +251,7 @@ def test_fault_restarted_finished_run_leaves_outputs_as_they_were(trained, tmp_p
   assert not os.path.exists(os.path.join(workdir, workdir_lock.LOCK_NAME))
 
 
+@pytest.mark.slow  # 10-40 s on 2 cores (#38 timings)
 def test_fault_stop_during_final_eval_completes_the_run(tmp_path, capsys):
   evals = {"e": dict(type="tests.train.test_faults", sigterm=True)}
   workdir = str(tmp_path / "w")
@@ -413,6 +416,7 @@ def test_fault_sigkill_with_workers_leaves_no_process_or_shared_memory(killed_ru
   assert killed_run["shm_after"] == []
 
 
+@pytest.mark.slow  # 10-40 s on 2 cores (#38 timings)
 def test_fault_stale_lock_of_killed_run_is_taken_over(killed_run, capsys):
   lock = os.path.join(killed_run["workdir"], workdir_lock.LOCK_NAME)
   with open(lock) as f:

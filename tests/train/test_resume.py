@@ -133,6 +133,7 @@ def test_nonfinite_loss_names_step_and_metric_and_keeps_checkpoint(tmp_path):
   assert all(np.all(np.isfinite(x)) for x in jax.tree.leaves(params))
 
 
+@pytest.mark.slow  # 10-40 s on 2 cores (#38 timings)
 def test_grad_accumulation_matches_full_batch(tmp_path):
   def run(name, accum):
     c = toy_task.get_config()
@@ -147,6 +148,7 @@ def test_grad_accumulation_matches_full_batch(tmp_path):
     np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow  # 10-40 s on 2 cores (#38 timings)
 def test_load_pretrained_applies_after_fresh_init_only(tmp_path):
   def cfg(value, steps):
     c = toy_task.get_config()

@@ -7,6 +7,7 @@ The corpus also exercises the filtered paraphrase table and synonym files
 import random
 import subprocess
 
+import pytest
 from pycocoevalcap.meteor.meteor import Meteor
 
 from relations.commonsense.metrics import java
@@ -47,6 +48,7 @@ def _nasty_corpus(seed=0, n=300):
   return hyps, refs
 
 
+@pytest.mark.slow  # 10-40 s on 2 cores (#38 timings)
 def test_aggregate_equals_full_eval_and_pycocoevalcap():
   hyps, refs = _nasty_corpus()
   gts = {i: list(r) for i, r in enumerate(refs)}
@@ -72,6 +74,7 @@ def _random_stats(rng):
   return " ".join(f"{x}.0" for x in v)
 
 
+@pytest.mark.slow  # 10-40 s on 2 cores (#38 timings)
 def test_sing_of_aggregate_equals_eval_on_random_statistics():
   rng = random.Random(0)
   worker = meteor._Worker(java.java_executable("test"), java.meteor_jar(), None)
