@@ -622,7 +622,6 @@ def _report(label, wall, cpu, rss, extra=""):
 def files_end_to_end(case_dir, runs, num_videos, slice_videos, xz):
   """The file-based measurements (see the module docstring)."""
   py = sys.executable
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   env_cmd = [py, "-m", "relations.evaluate", "vidor", "--official-lines"]
   path = lambda n: os.path.join(case_dir, n)
   sizes = {

@@ -5,7 +5,6 @@ import json
 import os
 
 import cv2
-import ml_collections
 import numpy as np
 import pytest
 

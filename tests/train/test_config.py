@@ -1,9 +1,7 @@
 """Config parsing: typed variant args, locked configs, overrides that name bad keys."""
 
-import os
 import textwrap
 
-import ml_collections
 import pytest
 
 from relations.train import config_util

@@ -342,7 +342,7 @@ def _events(
     rec = dict(place=im['place'], event=event)
     if not blind:
 
-      def pick(pool, k):
+      def pick(pool, k, s=s, o=o, x=x):
         idx = rng.choice(len(pool), size=k, replace=False)
         # Some annotators end with a period (as in the real data).
         return [

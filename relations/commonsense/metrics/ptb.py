@@ -37,7 +37,7 @@ import re
 import subprocess
 import tempfile
 import unicodedata
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from relations.commonsense.metrics import java as java_lib
 

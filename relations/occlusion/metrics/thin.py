@@ -25,7 +25,7 @@ def _luts():
   for code in range(256):
     x = [(code >> i) & 1 for i in range(8)]  # x[0] = x1 ... x[7] = x8
 
-    def nb(i):  # 1-based, cyclic
+    def nb(i, x=x):  # 1-based, cyclic
       return x[(i - 1) % 8]
 
     xh = sum(1 for i in range(1, 5) if nb(2 * i - 1) == 0 and (nb(2 * i) or nb(2 * i + 1)))

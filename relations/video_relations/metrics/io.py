@@ -25,7 +25,7 @@ from relations.video_relations.data import categories as vrd_categories
 from relations.video_relations.metrics import annotation_scan
 from relations.video_relations.metrics import columns
 from relations.video_relations.metrics import fastjson
-from relations.io_util import write_json_atomic  # pylint: disable=unused-import  (re-exported)
+from relations.io_util import write_json_atomic  # noqa: F401  (re-exported: cli.py calls io.write_json_atomic)
 
 
 class SubmissionError(ValueError):

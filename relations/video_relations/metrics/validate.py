@@ -278,7 +278,7 @@ def validate_submission(
       )
     for i, p in enumerate(preds):
 
-      def add(level, field, message, vid=vid, i=i):
+      def add(level, field, message, vid=vid, i=i, ignored=ignored):
         if ignored and level == "error":
           level = "warning"
         problems.append(Problem(level, vid, i, field, message))

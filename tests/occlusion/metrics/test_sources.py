@@ -2,7 +2,6 @@
 
 import json
 
-import numpy as np
 import pytest
 
 from relations.occlusion.data import realoob_io as io

@@ -25,7 +25,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
-from relations.video_relations.data import synthetic as synthetic_vidor  # pylint: disable=g-import-not-at-top
+from relations.video_relations.data import synthetic as synthetic_vidor  # noqa: E402  (after sys.path)
 
 VIDOR_DUMMY = os.path.join(ROOT, "relations/video_relations/data/vidor/dummy_data")
 VIDVRD_DUMMY = os.path.join(ROOT, "relations/video_relations/data/vidvrd/dummy_data")

@@ -54,7 +54,7 @@ def _random_case(seed, num_videos=6, preds_per_video=230):
       s2 = max(0, s + int(ds))
       e2 = max(s2 + 1, e + int(de))
       idx = np.clip(np.arange(s2, e2) - s, 0, e - s - 1)
-      jit = lambda b: b[idx] + rng.normal(0, 3, (e2 - s2, 4))
+      jit = lambda b, idx=idx, n=e2 - s2: b[idx] + rng.normal(0, 3, (n, 4))
       if rng.random() < 0.2:
         t = trip[int(rng.integers(0, 3))]
       score = float(rng.choice([0.25, 0.5, 0.75])) if rng.random() < 0.5 else float(rng.random())

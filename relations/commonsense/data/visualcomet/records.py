@@ -25,7 +25,6 @@ import numpy as np
 
 from relations.commonsense.text import person_tags
 from relations.commonsense.text import safe_pickle
-from relations.commonsense.text import sequence
 
 RELATIONS = ('intent', 'before', 'after')
 FEATURE_DIM = 2048

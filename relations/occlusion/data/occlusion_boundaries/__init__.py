@@ -1,5 +1,5 @@
 """TFDS `occlusion_boundaries` dataset (configs realoob, piod, bsds_ownership)."""
 
 from relations.occlusion.data.occlusion_boundaries.occlusion_boundaries_dataset_builder import (
-  Builder,
+  Builder,  # noqa: F401  (importing registers the TFDS builder)
 )
