@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from etils.epath import gpath as epath_gpath
 
 from relations import io_util, remote_inputs
 from relations.train import config_util
@@ -39,10 +40,15 @@ def gcs(tmp_path_factory):
   try:
     server.create_bucket(BUCKET)
     os.environ.update(server.env(), RELATIONS_CACHE_DIR=str(tmp / "cache"))
+    # etils caches "TensorFlow is installed" on first use; in a full run an earlier test has
+    # cached True, and TF's own GCS client cannot be pointed at the emulator. Re-read it under
+    # EPATH_USE_TF=0 (and again after, for the tests that follow).
+    epath_gpath._is_tf_installed.cache_clear()
     yield server
   finally:
     os.environ.clear()
     os.environ.update(saved)
+    epath_gpath._is_tf_installed.cache_clear()
     server.stop()
 
 

@@ -248,7 +248,8 @@ def test_tpu_launcher_runs_every_row_through_tpu_pod_sh(tmp_path):
   )
   # tpu_pod.sh --dry-run prints each command with printf %q (spaces escaped).
   lines = [ln.replace("\\ ", " ") for ln in res.stdout.splitlines()]
-  lines = [ln for ln in lines if "tpu_worker.sh train" in ln]
+  # tpu_pod.sh starts each row's run detached on the workers (`tpu_worker.sh start`, #30).
+  lines = [ln for ln in lines if "tpu_worker.sh start" in ln]
   assert len(lines) == 2
   for i, row in enumerate(["lr=0.003", "lr=0.001"]):
     assert f"--bucket gs://b/s/{sweep.row_dirname(i, row)}" in lines[i]

@@ -37,7 +37,7 @@ import re
 import subprocess
 import tempfile
 import unicodedata
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from relations.commonsense.metrics import java as java_lib
 
@@ -247,3 +247,12 @@ def tokenize(captions: Sequence[str], exact_full_run: bool = False) -> list[str]
   out = _run_jar([lines[i] for i in send])
   done = {k: _postprocess(o) for k, o in zip(wanted, out) if k is not None}
   return [s if s is not None else done[k] for s, k in zip(simple, keys)]
+
+
+def tokenize_many(groups: Iterable[Sequence[str]]) -> list[list[str]]:
+  """Tokenises independent caption lists concurrently (one jar each); output as `tokenize`'s."""
+  from concurrent import futures
+
+  groups = list(groups)
+  with futures.ThreadPoolExecutor(max(1, len(groups))) as pool:
+    return list(pool.map(tokenize, groups))
