@@ -1,11 +1,16 @@
 """Fault cases of issue 36 about prepared data: a read-only, already-prepared `data_dir`; a
-damaged shard or `dataset_info.json` named in one error line."""
+damaged shard or `dataset_info.json` named in one error line; Ctrl-C of a trainer with input
+workers."""
 
 import json
 import os
 import shutil
+import signal
 import stat
 import subprocess
+import sys
+import threading
+import time
 
 import pytest
 
@@ -175,3 +180,66 @@ def test_fault_corrupt_dataset_info(prepared, tmp_path, capsys, damage):
   # `prepare` on it says the same (it opens the builder the same way).
   assert prepare.main([DATASET, "--data_dir", data_dir]) == 2
   assert _one_error_line(capsys.readouterr().err) == line
+
+
+@pytest.mark.slow  # a real training start (~40 s on 2 cores)
+def test_fault_sigint_with_workers_is_one_line(prepared, tmp_path):
+  """Ctrl-C (SIGINT to the whole foreground process group) of a trainer with 2 input workers:
+  one `error: interrupted` line, exit 130, no worker left. Before, the shared memory of the
+  batches in flight was unmapped at interpreter exit while device arrays still used it: the
+  process died of SIGSEGV (exit -11) after its `error: interrupted` line."""
+  cmd = [
+    sys.executable,
+    "-m",
+    "relations.train",
+    "--config",
+    os.path.join(ROOT, "configs", "occlusion.py:tiny"),
+    f"--config.data.data_dir={prepared}",
+    "--workdir",
+    str(tmp_path / "w"),
+    "--config.total_steps=100000",
+    "--config.input.num_workers=2",
+  ]
+  # One CPU device, as a laptop run (not conftest's 8 fake devices): jax then uses the batch's
+  # memory in place, the shared memory the workers filled, which is what crashed at exit.
+  env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+  env.update(PYTHONPATH=ROOT, PYTHONFAULTHANDLER="1")
+  p = subprocess.Popen(
+    cmd,
+    env=env,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.STDOUT,
+    text=True,
+    start_new_session=True,  # a process group of its own, as a terminal's foreground job
+  )
+  lines = []
+  reader = threading.Thread(target=lambda: lines.extend(p.stdout), daemon=True)
+  reader.start()
+  deadline = time.time() + 240
+  while not any(ln.startswith("[train] step 1/") for ln in list(lines)):
+    assert p.poll() is None and time.time() < deadline, "".join(lines)
+    time.sleep(0.2)
+  time.sleep(1.0)  # training and its workers running, batches in flight
+  workers = _group(p.pid)
+  assert len(workers) >= 3, workers  # the trainer and its 2 grain workers (+ resource tracker)
+  seen = len(lines)
+  os.killpg(p.pid, signal.SIGINT)
+  assert p.wait(120) == 130, "".join(lines)
+  reader.join(10)
+  after = "".join(lines[seen:])
+  assert after == "error: interrupted\n", after
+  # The workers and multiprocessing's resource tracker end within a few seconds (the watchdog
+  # of `shm_transport.exit_with_parent` polls every 0.5 s).
+  deadline = time.time() + 15
+  while _group(p.pid) and time.time() < deadline:
+    time.sleep(0.2)
+  left = _group(p.pid)
+  assert not left, subprocess.run(
+    ["ps", "-o", "pid,stat,args", *left], capture_output=True, text=True
+  ).stdout
+
+
+def _group(pgid):
+  """Pids of the processes still in process group `pgid`."""
+  out = subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True, text=True, check=False)
+  return out.stdout.split()
