@@ -21,6 +21,8 @@ import time
 import numpy as np
 import tensorflow_datasets as tfds
 
+from relations import tfds_damage
+
 
 def ensure_built(
   builder_cls, data_dir: str, manual_dir: str | None, config=None, file_format: str = "array_record"
@@ -181,9 +183,15 @@ def check_shared_data_dir(data_dir: str) -> None:
 
 
 def _open(builder_cls, config, data_dir, file_format):
-  """The builder of `data_dir` (reads only); a dataset prepared in another format is refused."""
+  """The builder of `data_dir` (reads only); a dataset prepared in another format is refused.
+
+  A damaged `dataset_info.json` or shard is reported naming the file (`relations.tfds_damage`).
+  """
   try:
-    return builder_cls(config=config, data_dir=data_dir, file_format=file_format)
+    return tfds_damage.open_checked(
+      lambda: builder_cls(config=config, data_dir=data_dir, file_format=file_format),
+      os.path.join(str(data_dir), builder_cls.name),
+    )
   except ValueError as e:
     # A dataset prepared elsewhere, e.g. by `tfds build` without `--file_format array_record`.
     if "File format is already set" not in str(e):

@@ -223,7 +223,10 @@ class Attach:
         n = int(np.prod(shape)) * dt.itemsize
         out[k] = base[off : off + n].view(dt).reshape(shape)
       self.live[batch.name] += 1
-      weakref.finalize(base, self._release, batch.name)
+      # Not at interpreter exit: a run stopped by Ctrl-C exits with batches in flight, whose
+      # memory jax arrays on one CPU device use in place (no copy); unmapping it then crashed the
+      # process (SIGSEGV, tests/test_faults_data.py). The OS unmaps everything at exit anyway.
+      weakref.finalize(base, self._release, batch.name).atexit = False
     return {k: out[k] for k in batch.keys}
 
   def _release(self, name):
