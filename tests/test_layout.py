@@ -21,7 +21,7 @@ TASKS = ("occlusion", "video_relations", "commonsense")
 # Entry points and the dataset registry may import every task; nothing imports them.
 ENTRY = ("relations.evaluate", "relations.predict", "relations.demo", "relations.datasets")
 # Modules a scorer must not reach: the trainer, the shared network layers, and each task's model,
-# losses, decoding and trainer glue.
+# losses, decoding and trainer glue (video_relations' heads and losses live under its `model/`).
 MODEL_OR_TRAINER = ("relations.train", "relations.nn") + tuple(
   f"relations.{task}.{name}"
   for task in TASKS
@@ -31,8 +31,6 @@ MODEL_OR_TRAINER = ("relations.train", "relations.nn") + tuple(
     "evaluator",
     "demo",
     "losses",
-    "detection_head",
-    "relation_head",
     "gpt2",
     "gpt2_import",
     "generation",
