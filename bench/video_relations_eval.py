@@ -12,7 +12,7 @@ written once to --case-dir (reused when its parameters match):
     30,142 / 832), triplets drawn from a few predicates per video, durations
     15-1000 frames (log-uniform, clipped to the objects' overlap);
   - 200 predictions per video with float boxes rounded to 2 decimals, as
-    our model writes them (`relations.video_relations.submission`): half
+    our model writes them (`relations.video_relations.inference.submission`): half
     are detections of a GT instance (its triplet 80% of the time, duration
     and boxes perturbed), half random pairs of the video's objects with a
     random predicate of the video (many share a GT triplet but are placed
@@ -70,8 +70,8 @@ import video_relations_official as vrd_official  # pylint: disable=g-import-not-
 from relations.video_relations.data import categories as vrd_categories
 from relations.video_relations.metrics import columns
 from relations.video_relations.metrics import scoring
-from relations.video_relations import association
-from relations.video_relations import submission
+from relations.video_relations.inference import association
+from relations.video_relations.inference import submission
 
 WIDTH, HEIGHT = 1920, 1080
 CATEGORIES = (

@@ -2,7 +2,7 @@
 
 Frame encoder = shared ViT, two-stage set-prediction detector, trajectory
 pairs x temporal segments -> multi-label predicates; greedy relational
-association into video relations (see relations/video_relations/model.py).
+association into video relations (see relations/video_relations/model/relation_tracker.py).
 
 Run (paper scale, VidOR release in $VIDOR):
   python -m relations.train --config configs/video_relations.py:paper \
@@ -181,7 +181,7 @@ def get_config(arg=None):
     protocol="vru20",
     frame_batch=32,
     pair_batch=256,
-    # Thresholds of relations/video_relations/tracking.py (module docstring); chosen
+    # Thresholds of relations/video_relations/inference/tracking.py (module docstring); chosen
     # on the synthetic validation split (MOTA), see relations/video_relations/README.md.
     tracker=dict(
       det_threshold=0.4,

@@ -1,8 +1,9 @@
-"""Video-level logic shared by the relation tracker.
+"""Video visual relation detection (VidOR / VidVRD).
 
-Box algebra and Hungarian matching (`boxes`, `matching`), trajectory linking
-and interpolation (`tracking`, `interpolate`), temporal segments (`segments`),
-greedy relational association (`association`), submission writing
-(`submission`), detection / tracking metrics (`metrics`) and GIF rendering
-(`visualize`).
+- `model/`: the Flax relation tracker and what it needs at train time (heads, losses, matching);
+- `inference/`: what turns model outputs into tracks, relation instances and the submission;
+- `metrics/`: the model-free official scorers and validator;
+- `data/`: dataset builders, synthetic data and video decoding;
+- `boxes`: box algebra shared by the model (JAX), inference and metrics (NumPy twins);
+- `task`, `evaluator`, `demo`: the glue to the trainer, its evaluator and the README demo.
 """

@@ -1,6 +1,6 @@
 """Training-time evaluator of the relation tracker (`type="video_relations"`).
 
-Runs the whole inference pipeline (`relations.video_relations.pipeline`) on a split,
+Runs the whole inference pipeline (`relations.video_relations.inference.pipeline`) on a split,
 writes the official submission JSON per mode to
 `<workdir>/submission_<mode>_step<N>.json` (temp + rename), validates it with
 the submission validator and scores it with the exact evaluator
@@ -46,10 +46,10 @@ from relations.video_relations.metrics import io as vrd_io
 from relations.video_relations.metrics import validate as vrd_validate
 from relations.video_relations import task as video_relations
 from relations.video_relations.metrics import detection as video_metrics
-from relations.video_relations import pipeline
-from relations.video_relations import prior_baseline
-from relations.video_relations import submission
-from relations.video_relations import visualize
+from relations.video_relations.inference import pipeline
+from relations.video_relations.inference import prior_baseline
+from relations.video_relations.inference import submission
+from relations.video_relations.inference import visualize
 from relations.train import eval_loop, summaries
 
 # Where the official annotation of a split lives below manual_dir.

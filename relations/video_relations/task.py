@@ -10,7 +10,7 @@ frames starting at a random native frame, covering one temporal segment
   multi-hot predicates whose relation instance covers at least half of the
   shorter of (segment, instance) - the same rule `relation_labels` applies.
 The relation head is trained on (slightly jittered) ground-truth boxes in both
-modes; `tracks=detected` only changes inference (see `relations.video_relations.pipeline`).
+modes; `tracks=detected` only changes inference (see `relations.video_relations.inference.pipeline`).
 
 Boxes: the builder stores inclusive pixel corners; normalised boxes are
 `(x1 / W, y1 / H, (x2 + 1) / W, (y2 + 1) / H)` (`normalise_boxes`).
@@ -21,9 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from relations.train import precision
-from relations.video_relations import model as relation_tracker
+from relations.video_relations.model import relation_tracker as relation_tracker
 from relations.video_relations import boxes as box_lib
-from relations.video_relations import losses as det_loss
+from relations.video_relations.model import losses as det_loss
 
 
 # ---------------------------------------------------------------- data

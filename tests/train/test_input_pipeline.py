@@ -112,9 +112,3 @@ def test_worker_batches_in_shared_memory_stay_intact_while_held(monkeypatch):
     _assert_same(b, want[s])
   assert len(names) == 16 and len(set(names)) < 16  # reused
   assert not set(names) & set(os.listdir("/dev/shm"))
-
-
-def test_allocator_tuned_once_per_process():
-  # glibc (this image): mallopt accepts both settings; a second call is a no-op.
-  assert shm_transport.tune_allocator() is True
-  assert shm_transport.tune_allocator() is True

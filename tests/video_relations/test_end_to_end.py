@@ -18,10 +18,10 @@ from relations.video_relations.metrics import io as vrd_io
 from relations.video_relations.metrics import scoring
 from relations.video_relations import task as video_relations
 from relations.train import config_util
-from relations.video_relations import association
-from relations.video_relations import pipeline
-from relations.video_relations import prior_baseline
-from relations.video_relations import submission
+from relations.video_relations.inference import association
+from relations.video_relations.inference import pipeline
+from relations.video_relations.inference import prior_baseline
+from relations.video_relations.inference import submission
 
 CATS = vrd_categories.VIDOR_OBJECT_CATEGORIES
 PREDS = vrd_categories.VIDOR_PREDICATES

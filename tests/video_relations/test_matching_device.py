@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import scipy.optimize
 
-from relations.video_relations import matching
+from relations.video_relations.model import matching
 
 # (max rows, max cols, number of matrices): padded buckets, each one jitted call.
 _BUCKETS = [(10, 30, 1000), (40, 120, 800), (100, 300, 600)]

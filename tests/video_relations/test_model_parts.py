@@ -8,12 +8,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from relations.video_relations import detection_head
-from relations.video_relations import relation_head
-from relations.video_relations import model as relation_tracker
+from relations.video_relations.model import detection_head
+from relations.video_relations.model import relation_head
+from relations.video_relations.model import relation_tracker as relation_tracker
 from relations.video_relations import boxes as box_lib
-from relations.video_relations import losses as det_loss
-from relations.video_relations import matching
+from relations.video_relations.model import losses as det_loss
+from relations.video_relations.model import matching
 
 
 def test_giou_known_values():

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from relations.video_relations.metrics import validate
-from relations.video_relations import association
-from relations.video_relations import interpolate
+from relations.video_relations.inference import association
+from relations.video_relations.inference import interpolate
 from relations.video_relations.metrics import detection as metrics
-from relations.video_relations import pipeline
-from relations.video_relations import segments
-from relations.video_relations import submission
-from relations.video_relations import tracking
+from relations.video_relations.inference import pipeline
+from relations.video_relations.inference import segments
+from relations.video_relations.inference import submission
+from relations.video_relations.inference import tracking
 
 
 # ---------------------------------------------------------------- segments

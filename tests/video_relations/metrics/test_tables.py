@@ -12,7 +12,7 @@ import pytest
 
 from relations.video_relations.metrics import columns
 from relations.video_relations.metrics import scoring
-from relations.video_relations import association
+from relations.video_relations.inference import association
 from tests.video_relations.metrics.helpers import gt, pred
 
 NEXT = ("adult", "next_to", "dog")

@@ -26,12 +26,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from relations.video_relations import association
+from relations.video_relations.inference import association
 from relations.video_relations import boxes as box_lib
-from relations.video_relations import interpolate
-from relations.video_relations import segments as seg_lib
-from relations.video_relations import submission
-from relations.video_relations import tracking
+from relations.video_relations.inference import interpolate
+from relations.video_relations.inference import segments as seg_lib
+from relations.video_relations.inference import submission
+from relations.video_relations.inference import tracking
 
 
 @dataclasses.dataclass

@@ -6,7 +6,7 @@ token first predicts a class and a box relative to its own cell
 become the object queries, which a small transformer decoder (self-attention
 among queries, cross-attention to the patch tokens) refines layer by layer
 (iterative box refinement). Both the proposals and every decoder layer are
-trained with the Hungarian set loss (`relations.video_relations.losses`). Seeding the
+trained with the Hungarian set loss (`relations.video_relations.model.losses`). Seeding the
 queries from the image converges far faster than DETR's learned queries,
 which matters at the small budgets this code is tested at.
 

@@ -11,8 +11,8 @@ import collections
 
 import numpy as np
 
-from relations.video_relations import association
-from relations.video_relations import pipeline
+from relations.video_relations.inference import association
+from relations.video_relations.inference import pipeline
 
 
 def triplet_counts(train_examples, categories, predicates):

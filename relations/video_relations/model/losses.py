@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from relations.video_relations import boxes as box_lib
-from relations.video_relations import matching
+from relations.video_relations.model import matching
 
 
 def detection_loss(

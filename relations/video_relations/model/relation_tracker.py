@@ -9,15 +9,15 @@ One linen module with three entry points (all pure, jittable):
 - `__call__(frames, pairs...)`: both, for a batch of clips (training).
 
 Tracking, association and submission writing run on the host
-(`relations.video_relations`); the task glue is `relations.video_relations.task`.
+(`relations.video_relations.inference`); the task glue is `relations.video_relations.task`.
 Cost per step and training-time estimates: `relations/video_relations/README.md`.
 """
 
 import flax.linen as nn
 import jax.numpy as jnp
 
-from relations.video_relations import detection_head
-from relations.video_relations import relation_head
+from relations.video_relations.model import detection_head
+from relations.video_relations.model import relation_head
 from relations.nn import vit
 
 
