@@ -176,7 +176,7 @@ class RelationTable:
       results: {video_id: [relation]}, each relation with attributes
         `triplet` (3 names), `score`, `start`, `end` (native frames, end
         exclusive) and `sub_traj`, `obj_traj` ([end - start, 4] boxes), e.g.
-        `relations.video_relations.association.Relation`.
+        `relations.video_relations.inference.association.Relation`.
 
     Returns:
       The table, rows in the given order.
