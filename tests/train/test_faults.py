@@ -78,10 +78,12 @@ def _copy(trained, tmp_path, name="w"):
 
 
 def _flip_bytes(step_dir):
-  """Inverts 4 bytes in the middle of each array data file (over 4 KiB) of `step_dir`.
+  """Inverts 4 bytes at a quarter, half and three quarters of each array data file (over 4 KiB).
 
   Array chunks live in `state/ocdbt.process_*/d/` (the b-tree nodes in `state/d/` carry OCDBT's own
-  CRC). Returns the damaged files.
+  CRC). Async saves pack the chunks into those files in no fixed order, so one spot can fall in
+  bytes no array reads (a file's tail); three spots per file always change some values. Returns the
+  damaged files.
   """
   d = os.path.join(step_dir, "state", "ocdbt.process_0", "d")
   targets = [os.path.join(d, n) for n in sorted(os.listdir(d))]
@@ -89,8 +91,8 @@ def _flip_bytes(step_dir):
   for target in targets:
     with open(target, "r+b") as f:
       data = bytearray(f.read())
-      mid = len(data) // 2
-      data[mid : mid + 4] = bytes(b ^ 0xFF for b in data[mid : mid + 4])
+      for at in (len(data) // 4, len(data) // 2, 3 * len(data) // 4):
+        data[at : at + 4] = bytes(b ^ 0xFF for b in data[at : at + 4])
       f.seek(0)
       f.write(data)
   return targets
