@@ -82,8 +82,8 @@ def _flip_bytes(step_dir):
 
   Array chunks live in `state/ocdbt.process_*/d/` (the b-tree nodes in `state/d/` carry OCDBT's own
   CRC). Async saves pack the chunks into those files in no fixed order, so one spot can fall in
-  bytes no array reads (a file's tail); three spots per file always change some values. Returns the
-  damaged files.
+  bytes no array reads (a file's tail); with three spots per file, missing every array is unlikely.
+  Returns the damaged files.
   """
   d = os.path.join(step_dir, "state", "ocdbt.process_0", "d")
   targets = [os.path.join(d, n) for n in sorted(os.listdir(d))]
