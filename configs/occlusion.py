@@ -206,13 +206,13 @@ def get_config(arg=None):
     )
     common.trainer(
       c,
-      total_steps=300,
+      total_steps=200,
       lr=2e-3,
       warmup_steps=20,
       decay="cosine",
       weight_decay=1e-4,
       clip_norm=1.0,
-      checkpoint_every=300,
+      checkpoint_every=200,
       log_every=50,
     )
     c.evals.test.update(every_steps=0, num_workers=2)
