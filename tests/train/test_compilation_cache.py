@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 _RUN = r"""
@@ -43,6 +45,7 @@ def _run(workdir, cache):
   return json.loads(line[len("COUNTS ") :])
 
 
+@pytest.mark.slow  # two fresh interpreters importing the trainer (~22 s on 2 cores)
 def test_second_run_compiles_nothing(tmp_path):
   cache = str(tmp_path / "xla_cache")
   first = _run(str(tmp_path / "a"), cache)

@@ -47,8 +47,9 @@ def _one_step(task, dtype):
 
 @pytest.mark.parametrize(
   "task",
-  # video_relations compiles its step twice at several times the others' cost
-  [pytest.param(t, marks=pytest.mark.slow) if t == "video_relations" else t for t in sorted(TINY)],
+  # video_relations and occlusion compile their steps twice at several times commonsense's cost
+  # (occlusion 25 s on 2 cores); commonsense keeps the bf16 path in the fast tier.
+  [pytest.param(t, marks=pytest.mark.slow) if t != "commonsense" else t for t in sorted(TINY)],
 )
 def test_bf16_step_matches_f32(task):
   state32, m32 = _one_step(task, "float32")
