@@ -79,7 +79,11 @@ def test_processes_read_disjoint_halves_of_the_global_batch():
 
 def test_worker_batches_in_shared_memory_stay_intact_while_held(monkeypatch):
   """Large arrays come back as views of the workers' reused shared memory: a batch the consumer
-  holds is never overwritten by later ones, segments are reused, and no name is left behind."""
+  holds is never overwritten by later ones, segments are reused, and no name is left behind.
+
+  Reuse does not depend on timing: a worker has at most a few batches in flight (grain's bounded
+  buffers), so over 20 batches a worker must take back segments the consumer released. (Over 8
+  per worker, a slow consumer once saw 16 distinct segments.)"""
   import mmap  # pylint: disable=g-import-not-at-top
   import os  # pylint: disable=g-import-not-at-top
 
@@ -97,18 +101,19 @@ def test_worker_batches_in_shared_memory_stay_intact_while_held(monkeypatch):
   def stream(workers):
     return input_pipeline.TrainStream(src, pre, 8, 3, 0, 1, num_threads=1, num_workers=workers)
 
-  want = {s: stream(0).local_batch_at(s) for s in range(16)}
+  steps = 40
+  want = {s: stream(0).local_batch_at(s) for s in range(steps)}
   held = {}
-  for s, b in stream(2).iterate(0, 16):
+  for s, b in stream(2).iterate(0, steps):
     assert b["image"].nbytes >= shm_transport.SHM_MIN_BYTES
     assert isinstance(b["image"].base.base, mmap.mmap)  # a view of a shared segment
     assert b["label"].base is None  # small arrays are pickled
-    if s % 4 == 0:
+    if s % 4 == 0 and s < 16:
       held[s] = b  # kept while the workers go on; the others' segments are reused
     else:
       _assert_same(b, want[s])
   assert sorted(held) == [0, 4, 8, 12]
   for s, b in held.items():
     _assert_same(b, want[s])
-  assert len(names) == 16 and len(set(names)) < 16  # reused
+  assert len(names) == steps and len(set(names)) < steps  # reused
   assert not set(names) & set(os.listdir("/dev/shm"))
