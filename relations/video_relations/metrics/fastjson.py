@@ -63,6 +63,25 @@ from relations.video_relations.metrics import json_scan
 WINDOW = 64 << 20  # initial window (bytes)
 BLOCK = 8 << 20  # read-ahead block (bytes)
 CAPACITY = (4096, 1 << 16, 1 << 21)  # initial videos, records, boxes
+
+
+def capacity_for(nbytes: int | None) -> tuple:
+  """Initial (videos, records, boxes) for a document of `nbytes` bytes (None:
+  unknown, e.g. compressed): no more than it can hold (a video takes >= 7
+  bytes, a record >= 60, a box >= 9), at most `CAPACITY`.
+
+  Untouched capacity is address space only while numpy's zeroed arrays are
+  fresh mappings; once glibc serves such sizes from its heap (its mmap
+  threshold rises after big frees, or `shm_transport.tune_allocator`),
+  `np.zeros` writes every byte: a small document's scan then zeroed ~70 MB
+  per output set (measured: 6.4 s against 0.7 s per case of
+  test_fastjson_parallel late in the test suite).
+  """
+  if nbytes is None:
+    return CAPACITY
+  return tuple(min(c, nbytes // d + 16) for c, d in zip(CAPACITY, (7, 60, 9)))
+
+
 # The least bytes left to scan in a window for which a second thread helps
 # (`scan_document(parallel=True)`; ~10 ms of scanning).
 SPLIT_MIN = 4 << 20
@@ -238,6 +257,8 @@ class _Source:
     self.xz = self.file.read(6).startswith(XZ_MAGIC)
     self.file.seek(0)
     self.readinto = None
+    # Bytes of the document, where known (a plain regular file).
+    self.size = None if self.xz else (os.fstat(self.file.fileno()).st_size or None)
     if not self.xz:
       # Plain files: straight into the window (one copy, no thread).
       self.readinto = self.file.readinto
@@ -308,6 +329,7 @@ class _BytesSource:
   readinto = None
 
   def __init__(self, data: bytes):
+    self.size = len(data)
     self.data = data
 
   def read(self) -> bytes:
@@ -452,7 +474,7 @@ def scan_document(
       the scan that follows them is written elsewhere), so a consumer thread
       may work on one while the next ones are scanned.
     capacity: initial (videos, records, boxes) of the output arrays
-      (default `CAPACITY`; untouched capacity costs address space only).
+      (default `capacity_for` the document's size; they grow as needed).
     unique_keys: refuse (FormatError "duplicate", before "end") a
       submission that repeats a video id within a "results" object or a
       top-level key, as `io.load_submission` does; by default a repeated
@@ -485,9 +507,9 @@ def scan_document(
   try:
     if parallel is None:
       parallel = _usable_cpus() > 1
-    events = _scan(
-      src, groundtruth, vocab, window or WINDOW, detach, capacity or CAPACITY, parallel
-    )
+    if capacity is None:
+      capacity = capacity_for(src.size)
+    events = _scan(src, groundtruth, vocab, window or WINDOW, detach, capacity, parallel)
     if unique_keys and not groundtruth:
       events = _unique_keys(events)
     for event in events:

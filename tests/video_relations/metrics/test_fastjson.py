@@ -280,3 +280,26 @@ def test_triplet_ids_number_new_triplets_as_sorted_name_rows(monkeypatch, key_bi
     np.testing.assert_array_equal(got.triplet_ids(ids), tid[inverse.reshape(-1)])
   assert got.triplets == want.triplets and len(got.triplets) > 50
   assert bool(got.triplet_keys) is (key_bits == 21)
+
+
+def test_initial_capacity_follows_the_document_size(monkeypatch, tmp_path):
+  # No more videos / records / boxes than the bytes can hold, at most CAPACITY, and all of
+  # CAPACITY when the size is unknown (a compressed file).
+  assert fastjson.capacity_for(600) == (600 // 7 + 16, 600 // 60 + 16, 600 // 9 + 16)
+  assert fastjson.capacity_for(10**12) == fastjson.CAPACITY
+  assert fastjson.capacity_for(None) == fastjson.CAPACITY
+  seen = []
+  real = fastjson._Outputs
+  monkeypatch.setattr(fastjson, "_Outputs", lambda *c: seen.append(c) or real(*c))
+  rec = {"triplet": ["a", "b", "c"], "score": 1, "duration": [0, 3]}
+  rec.update(sub_traj=[[1, 2, 3, 4]] * 3, obj_traj=[[1, 2, 3, 4]] * 3)
+  data = json.dumps({"results": {f"v{i}": [rec] * 2 for i in range(3)}}).encode()
+  (tmp_path / "a.json").write_bytes(data)
+  (tmp_path / "a.json.xz").write_bytes(lzma.compress(data))
+  plain, xz = str(tmp_path / "a.json"), str(tmp_path / "a.json.xz")
+  for source, want in ((data, len(data)), (plain, len(data)), (xz, None)):
+    seen.clear()
+    events = list(fastjson.scan_document(source, parallel=False))
+    assert seen == [fastjson.capacity_for(want)]
+    assert sum(len(v.video_ids) for k, v in events if k == "chunk") == 3
+  assert_same_table(fastjson.read_table(plain), fastjson.read_table(xz))
