@@ -107,6 +107,7 @@ def test_hf_import_resamples_posemb_and_checks_shapes(tmp_path):
     vit_import.check_architecture({**kw, "mlp_act": "gelu_tanh"}, str(tmp_path))
 
 
+@pytest.mark.slow  # ~9 s of building the B/16 paper model; the HF import test covers the module
 def test_augreg_npz_loads_into_the_occlusion_paper_model(tmp_path):
   """An AugReg-layout ViT-B/16 .npz (CLS position, MultiHeadDotProductAttention_1, ...) at
   224 px fills every ViT parameter of configs/occlusion.py:B/16 (20 x 20 grid at 320 px)."""

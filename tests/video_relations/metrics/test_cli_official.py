@@ -74,7 +74,14 @@ def _printed_lines(stdout):
   return lines
 
 
-@pytest.mark.parametrize("small", [False, True], ids=["default", "small_windows"])
+@pytest.mark.parametrize(
+  "small",
+  # Tiny windows take as long again and test the scanner's edges, which its own tests cover too.
+  [
+    pytest.param(False, id="default"),
+    pytest.param(True, id="small_windows", marks=pytest.mark.slow),
+  ],
+)
 def test_cli_reproduces_every_recorded_official_result(tmp_path, capsys, monkeypatch, small):
   if small:
     # Windows of a few hundred bytes and tiny output arrays: every video,
