@@ -30,7 +30,6 @@ and relation duration (`metrics/breakdown.py`: the official scorer on
 filtered copies; the submission is then also read as a Python object tree).
 """
 
-import contextlib
 import queue
 import sys
 import threading
@@ -127,41 +126,6 @@ class _Consumer:
       for _, ev in self.evaluations:
         if ev is not None:
           ev.add(table)
-
-
-@contextlib.contextmanager
-def _no_huge_pages():
-  """NumPy without its transparent-huge-page requests for large arrays, restored after.
-
-  Where the kernel compacts memory for such requests (`defrag` = madvise, as on our machines),
-  the fresh arrays of a VidOR-size submission cost 1.5-4.5 s of system time instead of ~1 s
-  (`bench/video_relations_eval.py`; 64 MiB windows, chunks and scores are short-lived).
-  """
-  # pylint: disable=protected-access
-  setter = getattr(np._core.multiarray, "_set_madvise_hugepage", None)
-  before = setter(False) if setter is not None else None
-  try:
-    yield
-  finally:
-    if setter is not None:
-      setter(before)
-
-
-def _numba_without_scipy_probe():
-  """Sets up numba's NumPy support without its BLAS probe, once per process.
-
-  numba.np.arraymath imports scipy.linalg at import (~0.25 s here, a tenth of the
-  CLI's wall time on a VidOR-size case) only to choose np.correlate's inner loop;
-  no kernel here uses BLAS, and a later np.dot still finds scipy (numba imports it
-  again when it compiles one).
-  """
-  if "numba.np.arraymath" in sys.modules or "scipy.linalg" in sys.modules:
-    return
-  sys.modules["scipy.linalg"] = None  # import fails fast: numba takes the no-BLAS path
-  try:
-    import numba.np.arraymath  # noqa: F401  # pylint: disable=import-outside-toplevel,unused-import
-  finally:
-    del sys.modules["scipy.linalg"]
 
 
 class _GroundTruthJob(threading.Thread):
@@ -315,9 +279,7 @@ def main(argv=None) -> int:
     help="native-frame edges of the duration breakdown (default 90,300: short/medium/long)",
   )
   args = ap.parse_args(argv)
-  _numba_without_scipy_probe()
-  with _no_huge_pages():
-    return _evaluate(args)
+  return _evaluate(args)
 
 
 def _evaluate(args) -> int:

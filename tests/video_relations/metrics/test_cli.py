@@ -78,36 +78,6 @@ def test_metrics_json(files, capsys):
   assert not list(out.parent.glob(".tmp_*"))
 
 
-@pytest.mark.parametrize("prediction", ["sub.json.xz", "not_json/sub.json"])
-def test_cli_asks_for_no_huge_pages_and_restores_numpy_after(files, monkeypatch, prediction):
-  # The CLI's run (even one that fails) has NumPy's huge-page requests off; the process (a
-  # notebook, this test process) gets its own setting back.
-  setter = np._core.multiarray._set_madvise_hugepage  # pylint: disable=protected-access
-  seen = []
-  evaluate = vidor_cli._evaluate  # pylint: disable=protected-access
-
-  def spy(args):
-    now = setter(False)
-    setter(now)
-    seen.append(now)
-    return evaluate(args)
-
-  monkeypatch.setattr(vidor_cli, "_evaluate", spy)
-  before = setter(True)
-  try:
-    argv = ["--groundtruth", str(files / "gt.json"), "--prediction", str(files / prediction)]
-    if prediction.startswith("not_json"):
-      (files / "not_json").mkdir()
-      (files / prediction).write_text("{")  # not JSON: refused
-      assert vidor_cli.main(argv) == 2
-    else:
-      assert vidor_cli.main(argv) == 0
-    assert seen == [False]
-    assert setter(True) is True
-  finally:
-    setter(before)
-
-
 def test_vru20_protocol_and_plain_json(files):
   sub = json.loads(lzma.open(files / "sub.json.xz", "rt").read())
   (files / "sub.json").write_text(json.dumps(sub))
