@@ -23,13 +23,10 @@ Each measurement is a child process, timed from outside (wall; CPU = user
 + system of the child; peak RSS = the child's ru_maxrss, from os.wait4):
   floor     read the submission (and the GT) in 64 MiB blocks and parse
             every number in it (no structure, no validation), with a
-            minimal compiled byte scan (Clinger's fast path) and block by
-            block (64-byte blocks to bitmasks of quotes and number bytes
-            by vector compares, a number from two 8-byte loads when it has
-            at most 7 digits a side); the time inside the child is printed
-            too; each in one thread and in two, each on half of each file (ours scans in two
-            threads too); the fastest of the four (time inside the child) is
-            the floor; the same
+            minimal compiled byte scan (Clinger's fast path); the time inside
+            the child is printed too; in one thread and in two, each on half of
+            each file (ours scans in two threads too); the faster of the two
+            (time inside the child) is the floor; the same
             for decompressing the .xz;
   ours      `python -m relations.evaluate vidor --groundtruth gt.json
             --prediction submission.json[.xz] --official-lines`, as a user
@@ -264,12 +261,6 @@ def in_memory(gt, pred, arrays, runs):
 _FLOOR = r"""
 import sys, time, lzma
 import numba, numpy as np
-from numba.cpython.unsafe.numbers import trailing_zeros
-# Our box reader's parts: 64-byte class masks by vector compares, a number
-# from two 8-byte loads.
-from relations.video_relations.metrics.traj_scan import _byte_mask as byte_mask
-from relations.video_relations.metrics.traj_scan import _number as short_number
-from relations.video_relations.metrics.traj_scan import _token_mask as num_mask
 
 P10 = np.array([10.0 ** k for k in range(23)])
 
@@ -336,49 +327,6 @@ def parse(buf, n0):
     last = i
   return cnt, tot, slow, last
 
-U = np.uint64
-
-@numba.njit(nogil=True)
-def wparse(buf, n0):
-  # parse(), a block at a time: per 64-byte block, bitmasks of quotes and of
-  # number bytes [-+.0-9eE] (strings masked by a prefix xor of the quote bits;
-  # the case's strings have no escapes), then each number start taken bit by
-  # bit, read from two 8-byte loads when short, else by number_at; the last
-  # bytes by parse().
-  n = len(buf); cnt = 0; tot = 0.0; slow = 0; last = 0
-  base = 0; inside = U(0); tcarry = U(0)
-  while base + 96 <= n:
-    q = byte_mask(buf, base, 34)
-    tok = num_mask(buf, base) | byte_mask(buf, base, 101) | byte_mask(buf, base, 69)
-    tok |= byte_mask(buf, base, 43)
-    s = q
-    for sh in (1, 2, 4, 8, 16, 32):
-      s ^= s << U(sh)
-    s ^= inside
-    inside = U(0) - (s >> U(63))
-    tok &= ~s
-    st = tok & ~((tok << U(1)) | tcarry)
-    tcarry = tok >> U(63)
-    while st:
-      p = base + np.int64(trailing_zeros(st))
-      st &= st - U(1)
-      c = buf[p]
-      if not ((48 <= c <= 57) or c == 45):
-        continue  # 'e' of true / false
-      v, e = short_number(buf, p)  # -?d{1,7}(.d{1,7})?, else e -1
-      if e >= 0 and (buf[e] == 101 or buf[e] == 69):  # an exponent follows: number_at
-        e = -1
-      if e < 0:
-        v, e, sl = number_at(buf, p, n)
-        if e < 0:  # cut by the end of buf: the rest to parse()
-          base = n
-          break
-        slow += sl
-      tot += v; cnt += 1; last = e
-    base += 64
-  c2, t2, s2, l2 = parse(buf[last:], 0)
-  return cnt + c2, tot + t2, slow + s2, last + l2
-
 def parse_stream(f, limit=None, block=64 << 20, fn=parse):
   # (numbers, bytes) of a binary stream, at most limit bytes of it, in blocks.
   buf = np.empty(2 * block, np.uint8); filled = 0; cnt = 0; nbytes = 0
@@ -431,10 +379,10 @@ def decompress(path, block=64 << 20):
   return n, time.perf_counter() - t0
 
 mode = sys.argv[1]
-fn = wparse if mode.startswith("w") else parse
+fn = parse
 fn(np.frombuffer(b"[1.5, 2]" + b" " * 200, np.uint8), 0)   # compile outside the timing
 for path in sys.argv[2:]:
-  if mode in ("parse", "parse2", "wparse", "wparse2"):
+  if mode in ("parse", "parse2"):
     cnt, nbytes, dt = (floor2 if mode.endswith("2") else floor)(path, fn)
     print(f"{path}: {cnt} numbers, {nbytes} bytes, read + parse {dt:.2f} s")
   else:
@@ -634,15 +582,13 @@ def files_end_to_end(case_dir, runs, num_videos, slice_videos, xz):
   own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
   print(f"this process: peak RSS {own:.2f} GiB (every child's figure includes it)")
   ok = True
-  # Floors: byte by byte and by vector masks, in one thread and in two (ours scans in
-  # two); the floor is the fastest of the four inside its child (without the child's
-  # start-up and numba compile, which ours also pays).
+  # Floors: byte by byte, in one thread and in two (ours scans in two); the floor is the
+  # faster inside its child (without the child's start-up and numba compile, which ours
+  # also pays).
   floor = None
   for mode, label in (
     ("parse", "floor (read + parse numbers)"),
     ("parse2", "floor, 2 threads"),
-    ("wparse", "floor, vector masks"),
-    ("wparse2", "floor, vector masks, 2 threads"),
   ):
     out, err, wall, cpu, rss, rc = run_child(
       [py, "-c", _FLOOR, mode, path("submission.json"), path("gt.json")]

@@ -59,7 +59,7 @@ def check_floor_parsers(tmp_path: pathlib.Path):
   path.write_text(text)
   want = _numbers(json.loads(text))
   script = video_relations_eval._FLOOR  # pylint: disable=protected-access
-  for mode in ("parse", "wparse", "wparse2"):
+  for mode in ("parse", "parse2"):
     out = subprocess.run(
       [sys.executable, "-c", script, mode, str(path)], capture_output=True, text=True, check=True
     ).stdout

@@ -1,9 +1,9 @@
 """numba's on-disk cache, kept only while the whole package folder of a function is unchanged.
 
 numba stamps a cached function with its own source file. But compiled code embeds the code of
-every function it calls, often from a sibling module (`json_scan` calls `traj_scan`, and
-`annotation_scan` calls `json_scan`): after an edit of the callee alone, the caller's cache
-would go on running the old callee, in tests and benchmarks too. Importing this module (every
+every function it calls, often from a sibling module (`annotation_scan` calls `json_scan`):
+after an edit of the callee alone, the caller's cache would go on running the old callee, in
+tests and benchmarks too. Importing this module (every
 module here that caches numba functions does, before defining them) makes the stamp of a
 function defined under `relations/` the hash of every .py file in its folder. An installed
 package never changes, so users only pay one compile, as before.

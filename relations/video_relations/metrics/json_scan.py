@@ -13,7 +13,6 @@ import numba
 import numpy as np
 
 from relations import numba_cache  # noqa: F401  # caches stamped by their whole folder
-from relations.video_relations.metrics import traj_scan
 
 # Helpers called per token: compiled without the runtime's reference
 # counting (they allocate nothing). With it, every call that passes the
@@ -714,18 +713,11 @@ def _pred(buf, i, is_gt, p, nbox, name_tok, score, dur, dflags, traj, boxes):
       if i >= n or buf[i] != 91:
         return IRREGULAR, i, nbox
       first = nbox
-      # The common layout block by block (traj_scan); anything else (declined) below.
-      e, nb, inverted = traj_scan.fast_trajectory(buf, i, boxes, nbox, cap)
+      i = _ws(buf, i + 1)
       bmore = 1
-      if e >= 0:
-        i, nbox, bmore = e, nb, 0
-        if inverted:
-          warn = WARN
-      else:
-        i = _ws(buf, i + 1)
-        if i < n and buf[i] == 93:
-          i += 1
-          bmore = 0
+      if i < n and buf[i] == 93:
+        i += 1
+        bmore = 0
       while bmore:
         if nbox == cap:
           return -1, i, nbox
